@@ -1,0 +1,91 @@
+"""Training throughput vs bare MuJoCo-Warp physics, measured in one process.
+
+    python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256] [--iterations 10]
+
+Prints the bare physics rate (a loop of `mujoco_warp.step`), that rate divided by the task's
+decimation (the ceiling for env steps/s), the full training loop's env steps/s (collection
+plus PPO update), their ratio, and peak resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import resource
+import tempfile
+import time
+
+import torch
+
+
+def bare_physics_rate(task, num_envs: int, steps: int) -> float:
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from mjrl.sim import Simulation  # first: it quiets Warp before mujoco_warp starts it
+
+    spec = task.build(task.env_cfg)
+    sim = Simulation.from_xml(spec.model_xml, num_envs, "cpu", task.env_cfg.sim)
+    with wp.ScopedDevice(sim.wp_device):
+        for _ in range(20):
+            mjw.step(sim.model, sim.data)
+        start = time.perf_counter()
+        for _ in range(steps):
+            mjw.step(sim.model, sim.data)
+        return steps * num_envs / (time.perf_counter() - start)
+
+
+def training_rate(task, num_envs: int, iterations: int, log_root: str) -> float:
+    from mjrl.distributed.context import single_process
+    from mjrl.runner.config import TrainConfig
+    from mjrl.runner.runner import train
+
+    cfg = TrainConfig(
+        env=dataclasses.replace(task.env_cfg, num_envs=num_envs),
+        agent=dataclasses.replace(task.agent_cfg, max_iterations=iterations + 1, save_interval=10**6),
+        device="cpu",
+        logger="none",
+        log_root=log_root,
+    )
+    train(task, cfg, single_process("cpu"))
+    run = next(p for p in __import__("pathlib").Path(log_root, task.name).iterdir())
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][1:]  # skip warm-up
+    steps = len(metrics) * num_envs * task.agent_cfg.num_steps_per_env
+    seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
+    return steps / seconds
+
+
+def main() -> None:
+    from mjrl.tasks import load_task
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="Mjrl-Cartpole-Balance")
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--physics-steps", type=int, default=500)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    task = load_task(args.task)
+    physics = bare_physics_rate(task, args.num_envs, args.physics_steps)
+    ceiling = physics / task.env_cfg.sim.decimation
+    with tempfile.TemporaryDirectory() as log_root:
+        trained = training_rate(task, args.num_envs, args.iterations, log_root)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        json.dumps(
+            {
+                "task": args.task,
+                "num_envs": args.num_envs,
+                "bare_physics_steps_per_s": round(physics),
+                "ceiling_env_steps_per_s": round(ceiling),
+                "training_env_steps_per_s": round(trained),
+                "ratio": round(trained / ceiling, 3),
+                "peak_rss_mb": round(peak_mb),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

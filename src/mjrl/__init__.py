@@ -1,0 +1,3 @@
+"""mjrl: distributed PPO for robots simulated with MuJoCo-Warp."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Command-line entry points: train, play, mjrl."""

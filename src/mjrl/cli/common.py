@@ -1,0 +1,96 @@
+"""What every command shares: turning argv into a config, and bad input into one line + exit 2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tyro
+import yaml
+
+from mjrl.errors import UsageError
+
+T = TypeVar("T")
+
+
+def run_command(prog: str, body: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
+    """Run `body(argv)`; a UsageError becomes `prog: error: ...` on stderr and exit code 2."""
+    try:
+        return body(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def parse_flags(cls: Any, default: T, args: list[str], prog: str, description: str) -> T:
+    """tyro over `cls` with explicit booleans (`--resume True`). tyro's boxed error message is
+    condensed to one line and raised as a UsageError; --help prints as usual."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return tyro.cli(
+                cls,
+                default=default,
+                args=args,
+                prog=prog,
+                description=description,
+                config=(tyro.conf.FlagConversionOff,),
+            )
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            raise
+        raise UsageError(_one_line(captured.getvalue(), prog)) from None
+
+
+def _one_line(text: str, prog: str) -> str:
+    lines = [re.sub(r"^[│╭╰─\s]+|[│╮╯─\s]+$", "", line) for line in text.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("For full helptext") and set(ln) != {"─"}]
+    message = "; ".join(lines[:3]) if lines else "invalid arguments"
+    return f"{message} (see `{prog} --help`)"
+
+
+def pop_option(args: list[str], name: str) -> str | None:
+    """Remove `--name VALUE` or `--name=VALUE` from args; returns VALUE."""
+    for i, arg in enumerate(args):
+        if arg == name:
+            if i + 1 >= len(args):
+                raise UsageError(f"{name} needs a value")
+            value = args[i + 1]
+            del args[i : i + 2]
+            return value
+        if arg.startswith(name + "="):
+            del args[i]
+            return arg.split("=", 1)[1]
+    return None
+
+
+def preset_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("mjrl.presets").iterdir() if p.name.endswith(".yaml"))
+
+
+def read_yaml(path: Path | Any, what: str) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path} does not exist") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"{what} {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{what} {path} must hold a mapping of config keys")
+    return data
+
+
+def load_preset(name: str) -> dict:
+    path = resources.files("mjrl.presets") / f"{name}.yaml"
+    if not path.is_file():
+        raise UsageError(f"unknown preset {name!r}; valid presets: {', '.join(preset_names())}")
+    return read_yaml(path, "preset")

@@ -1,0 +1,39 @@
+"""`mjrl list | train ... | play ...`: one entry point for everything."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: mjrl {list,train,play} ...
+  list   tasks and presets
+  train  train a policy (see `train --help`)
+  play   evaluate a checkpoint (see `play --help`)"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "list":
+        from mjrl.cli.common import preset_names
+        from mjrl.tasks import describe_tasks
+
+        print("tasks:\n" + describe_tasks())
+        print("presets: " + ", ".join(preset_names()))
+        return 0
+    if command == "train":
+        from mjrl.cli.train import main as train_main
+
+        return train_main(rest)
+    if command == "play":
+        from mjrl.cli.play import main as play_main
+
+        return play_main(rest)
+    print(f"mjrl: error: unknown command {command!r}; expected list, train or play", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""Env layer: a batched env assembled from small terms over the simulation's torch tensors."""
+
+from mjrl.envs.env import (
+    EnvConfig,
+    EventTerm,
+    ObsTerm,
+    RewardTerm,
+    TaskSpec,
+    TerminationTerm,
+    VecEnv,
+)
+
+__all__ = ["EnvConfig", "EventTerm", "ObsTerm", "RewardTerm", "TaskSpec", "TerminationTerm", "VecEnv"]

@@ -1,0 +1,273 @@
+"""A batched env made of terms.
+
+A task is a `TaskSpec`: an MJCF file plus dictionaries of small functions (observation,
+reward, termination and event terms). `VecEnv` steps the simulation and evaluates the terms.
+
+`step` never synchronises with the host (no `.item()`, no Python branch on a tensor), so on a
+GPU the whole step can be captured in one CUDA graph. Finished envs are reset with masks, and
+statistics are accumulated in tensors that the runner reads once per iteration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from mjrl.sim import SimConfig, Simulation
+
+Obs = dict[str, torch.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """Settings every task has. Tasks subclass this to add their own fields."""
+
+    num_envs: int = 256
+    """Parallel envs (MuJoCo-Warp worlds) per rank."""
+    episode_length_s: float = 20.0
+    """Episode length in seconds; episodes are truncated (not terminated) at this length."""
+    action_scale: float = 1.0
+    """Actions are clipped to [-action_clip, action_clip], then multiplied by this."""
+    action_clip: float = 1.0
+    """Bound on the raw policy action before scaling."""
+    obs_noise: bool = True
+    """Add each actor observation term's noise (critic observations are always clean)."""
+    random_initial_episode_length: bool = True
+    """Start envs at random points of their first episode so time-outs spread over iterations."""
+    sim: SimConfig = SimConfig()
+    """Physics settings."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsTerm:
+    func: Callable[[VecEnv], torch.Tensor]
+    """Returns a (num_envs, k) tensor."""
+    noise_std: float = 0.0
+    """Std of Gaussian noise added to actor observations when `obs_noise` is on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardTerm:
+    func: Callable[[VecEnv], torch.Tensor]
+    """Returns a (num_envs,) tensor; the env reward is the weighted sum of all terms."""
+    weight: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TerminationTerm:
+    func: Callable[[VecEnv], torch.Tensor]
+    """Returns a (num_envs,) bool tensor."""
+    time_out: bool = False
+    """A time-out truncates (the value of the final observation is bootstrapped)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EventTerm:
+    func: Callable[[VecEnv, torch.Tensor], None]
+    """Called with the env and a (num_envs,) bool mask of the envs it applies to."""
+    mode: Literal["startup", "reset", "interval"] = "reset"
+    """startup: once for all envs; reset: on the envs being reset; interval: every
+    `interval_s` seconds (drawn uniformly from the range) per env."""
+    interval_s: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclasses.dataclass
+class TaskSpec:
+    """Everything that makes a task: its model and its terms."""
+
+    model_xml: Path
+    observations: dict[str, dict[str, ObsTerm]]
+    """Observation groups: "actor" and "critic" (privileged state may go to the critic only)."""
+    rewards: dict[str, RewardTerm]
+    terminations: dict[str, TerminationTerm]
+    events: dict[str, EventTerm] = dataclasses.field(default_factory=dict)
+    action_offset: Callable[[Simulation], torch.Tensor] | None = None
+    """ctrl = offset + action_scale * action; None means an offset of zero."""
+    buffers: Callable[[VecEnv], dict[str, torch.Tensor]] | None = None
+    """Extra per-env state the terms share (commands, timers), created once."""
+    refresh_kinematics_on_reset: bool = False
+    """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
+
+
+class VecEnv:
+    """`num_envs` copies of a task stepped together on one device."""
+
+    EPISODE_WINDOW = 100  # finished episodes averaged for the logged return and length
+
+    def __init__(self, cfg: EnvConfig, task: TaskSpec, device: torch.device, seed: int = 0):
+        self.cfg = cfg
+        self.task = task
+        self.num_envs = cfg.num_envs
+        self.device = device
+        self.sim = Simulation.from_xml(task.model_xml, cfg.num_envs, str(device), cfg.sim)
+        self.step_dt = self.sim.dt
+        self.max_episode_length = max(1, math.ceil(cfg.episode_length_s / self.step_dt))
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+
+        n, nu = self.num_envs, self.sim.mj_model.nu
+        self.num_actions = nu
+        self.actions = torch.zeros(n, nu, device=device)
+        self.last_actions = torch.zeros(n, nu, device=device)
+        offset = task.action_offset(self.sim) if task.action_offset else torch.zeros(nu)
+        self.action_offset = offset.to(device)
+        self.episode_length = torch.zeros(n, dtype=torch.long, device=device)
+        self.episode_return = torch.zeros(n, device=device)
+        self.buffers = task.buffers(self) if task.buffers else {}
+        self._interval_timers = {
+            name: torch.zeros(n, device=device) for name, ev in task.events.items() if ev.mode == "interval"
+        }
+        self._reset_stats()
+        self.obs_dims = {}
+
+        everything = torch.ones(n, dtype=torch.bool, device=device)
+        for ev in task.events.values():
+            if ev.mode == "startup":
+                ev.func(self, everything)
+        self._reset_envs(everything)
+        # Episodes that began at a random point are not counted in the episode statistics.
+        self._whole_episode = torch.full((n,), not cfg.random_initial_episode_length, device=device)
+        if cfg.random_initial_episode_length:
+            self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
+        self.obs = self.compute_obs()
+        self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
+
+    # ----------------------------------------------------------------------------- step
+
+    def step(self, actions: torch.Tensor) -> tuple[Obs, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """Apply `actions`, advance physics, reset finished envs.
+
+        Returns (obs, reward, terminated, truncated, extras). For envs that finished, `obs` is
+        already the first observation of the next episode and `extras["final_obs"]` holds the
+        true last observation of the finished one (for time-out bootstrapping).
+        """
+        self.last_actions.copy_(self.actions)
+        self.actions.copy_(actions.clamp(-self.cfg.action_clip, self.cfg.action_clip))
+        self.sim.ctrl.copy_(self.action_offset + self.cfg.action_scale * self.actions)
+        self._run_interval_events()
+        self.sim.step()
+        self.episode_length += 1
+
+        reward = self._compute_reward()
+        terminated, truncated = self._compute_dones()
+        final_obs = self.compute_obs()
+
+        done = terminated | truncated
+        self.episode_return += reward
+        self._record_finished_episodes(done & self._whole_episode)
+        self._reset_envs(done)
+        self._whole_episode |= done
+        self.obs = self.compute_obs()
+        return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
+
+    def compute_obs(self) -> Obs:
+        obs = {}
+        for group, terms in self.task.observations.items():
+            parts = []
+            for term in terms.values():
+                value = term.func(self)
+                if group == "actor" and self.cfg.obs_noise and term.noise_std > 0:
+                    noise = torch.randn(value.shape, device=self.device, generator=self.generator)
+                    value = value + term.noise_std * noise
+                parts.append(value)
+            obs[group] = torch.cat(parts, dim=-1)
+        return obs
+
+    def _compute_reward(self) -> torch.Tensor:
+        reward = torch.zeros(self.num_envs, device=self.device)
+        for i, term in enumerate(self.task.rewards.values()):
+            value = term.weight * term.func(self)
+            self._reward_term_sums[i] += value.sum()
+            reward += value
+        self._reward_steps += self.num_envs
+        return reward
+
+    def _compute_dones(self) -> tuple[torch.Tensor, torch.Tensor]:
+        terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        truncated = self.episode_length >= self.max_episode_length
+        for i, term in enumerate(self.task.terminations.values()):
+            fired = term.func(self)
+            self._termination_counts[i] += fired.sum()
+            if term.time_out:
+                truncated = truncated | fired
+            else:
+                terminated = terminated | fired
+        # A terminated env is not also truncated: its final value must not be bootstrapped.
+        return terminated, truncated & ~terminated
+
+    def _run_interval_events(self) -> None:
+        for name, timer in self._interval_timers.items():
+            event = self.task.events[name]
+            timer -= self.step_dt
+            due = timer <= 0
+            event.func(self, due)
+            low, high = event.interval_s
+            fresh = low + (high - low) * torch.rand(self.num_envs, device=self.device, generator=self.generator)
+            timer.copy_(torch.where(due, fresh, timer))
+
+    # ---------------------------------------------------------------------------- resets
+
+    def reset(self) -> Obs:
+        """Reset every env and return the first observation."""
+        self._reset_envs(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        self.obs = self.compute_obs()
+        return self.obs
+
+    def _reset_envs(self, mask: torch.Tensor) -> None:
+        self.sim.reset(mask)
+        for ev in self.task.events.values():
+            if ev.mode == "reset":
+                ev.func(self, mask)
+        if self.task.refresh_kinematics_on_reset:
+            self.sim.kinematics()
+        keep = ~mask
+        self.episode_length *= keep
+        self.episode_return *= keep
+        self.actions *= keep.unsqueeze(1)
+        self.last_actions *= keep.unsqueeze(1)
+
+    # ------------------------------------------------------------------------ statistics
+
+    def _reset_stats(self) -> None:
+        n_rew, n_term = len(self.task.rewards), len(self.task.terminations)
+        self._reward_term_sums = torch.zeros(n_rew, dtype=torch.float64, device=self.device)
+        self._reward_steps = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._termination_counts = torch.zeros(n_term, dtype=torch.float64, device=self.device)
+        self._finished_returns = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
+        self._finished_lengths = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
+        self._finished_total = torch.zeros((), dtype=torch.long, device=self.device)
+
+    def _record_finished_episodes(self, done: torch.Tensor) -> None:
+        # Ring buffer of the last EPISODE_WINDOW finished episodes, written without a host
+        # sync: finished envs get consecutive slots, the others all write to a spare slot.
+        window = self.EPISODE_WINDOW
+        slots = (self._finished_total + torch.cumsum(done.long(), 0) - 1) % window
+        slots = torch.where(done, slots, torch.full_like(slots, window))
+        self._finished_returns.scatter_(0, slots, self.episode_return)
+        self._finished_lengths.scatter_(0, slots, self.episode_length.float())
+        self._finished_total += done.sum()
+
+    def episode_stats(self) -> torch.Tensor:
+        """[sum of returns, sum of lengths, count] over the last finished whole episodes (window)."""
+        count = self._finished_total.clamp(max=self.EPISODE_WINDOW)
+        valid = torch.arange(self.EPISODE_WINDOW, device=self.device) < count
+        returns = (self._finished_returns[:-1] * valid).sum()
+        lengths = (self._finished_lengths[:-1] * valid).sum()
+        return torch.stack([returns.double(), lengths.double(), count.double()])
+
+    def pop_term_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(reward term sums, termination counts) since the last call, and the env steps they
+        cover, as one float64 vector [rewards..., terminations..., steps]; then zeroes them."""
+        out = torch.cat([self._reward_term_sums, self._termination_counts, self._reward_steps.view(1)])
+        self._reward_term_sums.zero_()
+        self._termination_counts.zero_()
+        self._reward_steps.zero_()
+        return out
+
+    def term_names(self) -> list[str]:
+        return [f"reward/{k}" for k in self.task.rewards] + [f"termination/{k}" for k in self.task.terminations]

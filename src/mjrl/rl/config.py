@@ -1,0 +1,59 @@
+"""PPO and training-loop settings (the `--agent.*` flags)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentConfig:
+    """PPO, policy and training-loop settings."""
+
+    # Training loop
+    max_iterations: int = 300
+    """Total iterations of the run; a resumed or restarted run stops at the same total."""
+    num_steps_per_env: int = 24
+    """Env steps collected per env and iteration (the rollout length)."""
+    save_interval: int = 50
+    """Write a checkpoint every this many iterations (and always at the end)."""
+
+    # Policy
+    actor_hidden_dims: tuple[int, ...] = (256, 128, 64)
+    """Hidden layer sizes of the actor MLP."""
+    critic_hidden_dims: tuple[int, ...] = (256, 128, 64)
+    """Hidden layer sizes of the critic MLP."""
+    activation: Literal["elu", "relu", "tanh", "silu"] = "elu"
+    """Activation between hidden layers."""
+    init_noise_std: float = 1.0
+    """Initial std of the Gaussian policy (a learnable, state-independent parameter)."""
+    normalize_observations: bool = True
+    """Normalise observations with running float64 mean and variance."""
+
+    # PPO
+    learning_rate: float = 1e-3
+    """Initial Adam learning rate."""
+    schedule: Literal["adaptive", "fixed"] = "adaptive"
+    """adaptive: scale the learning rate so the policy KL per update stays near desired_kl."""
+    desired_kl: float = 0.01
+    """Target KL divergence per minibatch for the adaptive schedule."""
+    num_learning_epochs: int = 5
+    """Passes over the rollout per iteration."""
+    num_mini_batches: int = 4
+    """Minibatches per epoch; must divide num_envs * num_steps_per_env."""
+    clip_param: float = 0.2
+    """PPO ratio clip."""
+    value_clip_param: float = 0.2
+    """Clip of the value prediction change (clipped value loss); 0 turns value clipping off."""
+    value_loss_coef: float = 1.0
+    """Weight of the value loss."""
+    entropy_coef: float = 0.005
+    """Weight of the entropy bonus."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lam: float = 0.95
+    """GAE lambda."""
+    max_grad_norm: float = 1.0
+    """Clip of the global gradient norm (actor and critic together)."""
+    normalize_advantages: bool = True
+    """Normalise advantages with the mean and std of the whole rollout."""

@@ -1,0 +1,89 @@
+"""Actor-critic MLPs with a Gaussian policy whose std is a learnable, state-independent parameter."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from mjrl.rl.normalizer import RunningNormalizer
+
+ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}
+
+
+def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, activation: str) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [nn.Linear(in_dim, width), ACTIVATIONS[activation]()]
+        in_dim = width
+    layers.append(nn.Linear(in_dim, out_dim))
+    return nn.Sequential(*layers)
+
+
+class DiagonalGaussian:
+    """A Gaussian with a diagonal covariance and one log-std per action dimension.
+
+    Written out instead of torch.distributions.Normal, whose argument checks and broadcasting
+    cost more than the rest of the policy step at rollout batch sizes on the CPU.
+    """
+
+    _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor):
+        self.mean = mean
+        self.log_std = log_std.expand_as(mean)
+        self.stddev = self.log_std.exp()
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        noise = torch.randn(self.mean.shape, device=self.mean.device, generator=generator)
+        return self.mean + self.stddev * noise
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-density summed over action dimensions, shape (N,)."""
+        z = (actions - self.mean) / self.stddev
+        return (-0.5 * z * z - self.log_std - self._HALF_LOG_2PI).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy summed over action dimensions, shape (N,)."""
+        return (0.5 + self._HALF_LOG_2PI + self.log_std).sum(-1)
+
+
+class ActorCritic(nn.Module):
+    """Actor and critic take normalised observations of their own groups."""
+
+    def __init__(
+        self,
+        actor_obs_dim: int,
+        critic_obs_dim: int,
+        num_actions: int,
+        actor_hidden: tuple[int, ...],
+        critic_hidden: tuple[int, ...],
+        activation: str,
+        init_noise_std: float,
+        normalize: bool,
+    ):
+        super().__init__()
+        self.actor = mlp(actor_obs_dim, actor_hidden, num_actions, activation)
+        self.critic = mlp(critic_obs_dim, critic_hidden, 1, activation)
+        self.log_std = nn.Parameter(torch.full((num_actions,), float(torch.log(torch.tensor(init_noise_std)))))
+        self.actor_normalizer = RunningNormalizer(actor_obs_dim) if normalize else None
+        self.critic_normalizer = RunningNormalizer(critic_obs_dim) if normalize else None
+
+    def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor_normalizer(obs) if self.actor_normalizer is not None else obs
+
+    def normalize_critic(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic_normalizer(obs) if self.critic_normalizer is not None else obs
+
+    def distribution(self, actor_obs: torch.Tensor) -> DiagonalGaussian:
+        """Policy over actions given normalised actor observations."""
+        return DiagonalGaussian(self.actor(actor_obs), self.log_std)
+
+    def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        """State value given normalised critic observations, shape (N,)."""
+        return self.critic(critic_obs).squeeze(-1)
+
+    def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
+        """The policy mean for raw (unnormalised) observations: what `play` and deployment use."""
+        return self.actor(self.normalize_actor(raw_actor_obs))

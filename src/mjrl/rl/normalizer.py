@@ -1,0 +1,59 @@
+"""Empirical observation normaliser with float64 running statistics.
+
+Statistics are merged batch by batch with the parallel-variance formula (Chan et al.), so the
+result equals the mean and variance of all data seen, independent of how it was batched; the
+same formula merges the statistics of several ranks.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RunningNormalizer(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-8, clip: float = 10.0):
+        super().__init__()
+        self.eps = eps
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = self.mean.to(x.dtype)
+        std = torch.sqrt(self.var.to(x.dtype) + self.eps)
+        return ((x - mean) / std).clamp(-self.clip, self.clip)
+
+    @staticmethod
+    def batch_moments(x: torch.Tensor) -> torch.Tensor:
+        """[count, mean..., M2...] of a (N, dim) batch in float64 (M2: sum of squared deviations)."""
+        x = x.reshape(-1, x.shape[-1]).double()
+        mean = x.mean(dim=0)
+        m2 = ((x - mean) ** 2).sum(dim=0)
+        return torch.cat([x.new_tensor([x.shape[0]]), mean, m2])
+
+    @torch.no_grad()
+    def update(self, moments: torch.Tensor) -> None:
+        """Merge batch moments (from `batch_moments`, or merged ones) into the running stats."""
+        dim = self.mean.shape[0]
+        n_b, mean_b, m2_b = moments[0], moments[1 : 1 + dim], moments[1 + dim :]
+        n_a = self.count
+        n = n_a + n_b
+        delta = mean_b - self.mean
+        m2 = self.var * n_a + m2_b + delta**2 * n_a * n_b / n
+        self.mean += delta * n_b / n
+        self.var.copy_(m2 / n)
+        self.count.copy_(n)
+
+
+def merge_moments(moments: list[torch.Tensor]) -> torch.Tensor:
+    """Combine [count, mean, M2] vectors of disjoint batches into those of their union."""
+    dim = (moments[0].shape[0] - 1) // 2
+    counts = torch.stack([m[0] for m in moments])
+    means = torch.stack([m[1 : 1 + dim] for m in moments])
+    m2s = torch.stack([m[1 + dim :] for m in moments])
+    n = counts.sum()
+    mean = (counts[:, None] * means).sum(0) / n
+    m2 = m2s.sum(0) + (counts[:, None] * (means - mean) ** 2).sum(0)
+    return torch.cat([n.view(1), mean, m2])

@@ -1,0 +1,282 @@
+"""Proximal Policy Optimisation: rollout storage, GAE and the update, in one file.
+
+Read top to bottom: `RolloutBuffer` holds one iteration's data, `compute_gae` turns rewards
+into advantages and returns, `PPO.update` runs epochs x minibatches of clipped-surrogate
+steps. Every statistic that must agree across ranks goes through `ctx` (the distributed
+context); with one process those reductions are the identity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from mjrl.distributed import DistContext
+from mjrl.rl.config import AgentConfig
+from mjrl.rl.networks import ActorCritic
+from mjrl.rl.normalizer import RunningNormalizer
+
+
+@dataclasses.dataclass
+class RolloutBuffer:
+    """One iteration of experience, (T, N, ...) tensors. Observations are stored raw; they are
+    normalised with the statistics that were in force while they were collected."""
+
+    actor_obs: torch.Tensor
+    critic_obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    dones: torch.Tensor
+    action_mean: torch.Tensor
+    action_std: torch.Tensor
+    step: int = 0
+
+    @classmethod
+    def allocate(
+        cls, steps: int, envs: int, actor_dim: int, critic_dim: int, num_actions: int, device: torch.device
+    ) -> RolloutBuffer:
+        def zeros(*shape: int) -> torch.Tensor:
+            return torch.zeros(steps, envs, *shape, device=device)
+
+        return cls(
+            zeros(actor_dim),
+            zeros(critic_dim),
+            zeros(num_actions),
+            zeros(),
+            zeros(),
+            zeros(),
+            zeros(),
+            zeros(num_actions),
+            zeros(num_actions),
+        )
+
+    def add(self, **fields: torch.Tensor) -> None:
+        for name, value in fields.items():
+            getattr(self, name)[self.step].copy_(value)
+        self.step += 1
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over (T, N) tensors.
+
+    `dones[t]` marks that the episode ended after step t (terminated or truncated): nothing is
+    bootstrapped across it. Truncated episodes already carry gamma * V(final obs) in their
+    reward, so their value is not lost. Returns (advantages, returns).
+    """
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(last_values)
+    next_values = last_values
+    for t in reversed(range(rewards.shape[0])):
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * not_done - values[t]
+        next_advantage = delta + gamma * lam * not_done * next_advantage
+        advantages[t] = next_advantage
+        next_values = values[t]
+    return advantages, advantages + values
+
+
+def gaussian_kl(
+    mu_old: torch.Tensor, std_old: torch.Tensor, mu_new: torch.Tensor, std_new: torch.Tensor
+) -> torch.Tensor:
+    """KL(old || new) of diagonal Gaussians, summed over action dimensions, per sample."""
+    return (torch.log(std_new / std_old) + (std_old**2 + (mu_old - mu_new) ** 2) / (2.0 * std_new**2) - 0.5).sum(-1)
+
+
+def surrogate_loss(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip: float
+) -> torch.Tensor:
+    """Clipped surrogate objective, as a loss (to minimise)."""
+    ratio = torch.exp(log_prob - old_log_prob)
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
+    return -torch.min(unclipped, clipped).mean()
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip: float) -> torch.Tensor:
+    """Squared error to the returns; with clip > 0, the pessimum of the clipped and unclipped
+    prediction, so the value function cannot move far from the one that collected the data."""
+    loss = (values - returns) ** 2
+    if clip > 0:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        loss = torch.max(loss, (clipped - returns) ** 2)
+    return loss.mean()
+
+
+class NonFiniteUpdate(RuntimeError):
+    """Too many consecutive updates had a non-finite loss or gradient on some rank."""
+
+
+class PPO:
+    MAX_CONSECUTIVE_SKIPS = 5
+
+    def __init__(self, policy: ActorCritic, cfg: AgentConfig, ctx: DistContext):
+        self.policy = policy
+        self.cfg = cfg
+        self.ctx = ctx
+        self.learning_rate = cfg.learning_rate
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.generator = torch.Generator(device=ctx.device)
+        self.consecutive_skips = 0
+
+    @torch.no_grad()
+    def act(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Sample actions for raw observations; returns what the buffer stores."""
+        dist = self.policy.distribution(self.policy.normalize_actor(actor_obs))
+        actions = dist.sample()
+        return {
+            "actions": actions,
+            "log_probs": dist.log_prob(actions),
+            "values": self.policy.value(self.policy.normalize_critic(critic_obs)),
+            "action_mean": dist.mean,
+            "action_std": dist.stddev,
+        }
+
+    @torch.no_grad()
+    def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        return self.policy.value(self.policy.normalize_critic(critic_obs))
+
+    def update(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, float]:
+        cfg = self.cfg
+        # Advantages and returns, then advantages normalised with statistics of the whole
+        # rollout of every rank.
+        advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
+        if cfg.normalize_advantages:
+            advantages = self._normalize_globally(advantages)
+
+        # Flatten (T, N) into one batch; normalise observations once with the statistics the
+        # rollout was collected with, so the stored log-probs match.
+        with torch.no_grad():
+            actor_obs = self.policy.normalize_actor(buf.actor_obs.flatten(0, 1))
+            critic_obs = self.policy.normalize_critic(buf.critic_obs.flatten(0, 1))
+        batch = {
+            "actions": buf.actions.flatten(0, 1),
+            "log_probs": buf.log_probs.flatten(),
+            "values": buf.values.flatten(),
+            "advantages": advantages.flatten(),
+            "returns": returns.flatten(),
+            "mu": buf.action_mean.flatten(0, 1),
+            "std": buf.action_std.flatten(0, 1),
+        }
+        size = batch["actions"].shape[0]
+        mb_size = size // cfg.num_mini_batches
+
+        sums = torch.zeros(4, device=self.ctx.device)  # surrogate, value, entropy, kl
+        updates = 0
+        for _ in range(cfg.num_learning_epochs):
+            # A fresh permutation every epoch.
+            perm = torch.randperm(size, device=self.ctx.device, generator=self.generator)
+            for start in range(0, size, mb_size):
+                idx = perm[start : start + mb_size]
+                mb = {k: v[idx] for k, v in batch.items()}
+
+                # Losses of the current policy on this minibatch.
+                dist = self.policy.distribution(actor_obs[idx])
+                log_prob = dist.log_prob(mb["actions"])
+                entropy = dist.entropy().mean()
+                values = self.policy.value(critic_obs[idx])
+                surrogate = surrogate_loss(log_prob, mb["log_probs"], mb["advantages"], cfg.clip_param)
+                v_loss = value_loss(values, mb["values"], mb["returns"], cfg.value_clip_param)
+                loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+                with torch.no_grad():
+                    kl = gaussian_kl(mb["mu"], mb["std"], dist.mean, dist.stddev).mean()
+
+                # Gradients, KL and a non-finite flag averaged over ranks in one all-reduce.
+                self.optimizer.zero_grad(set_to_none=False)
+                loss.backward()
+                kl_mean, nonfinite = self._synchronise(kl, loss)
+                if nonfinite:
+                    self._skip_update()
+                    continue
+                self.consecutive_skips = 0
+
+                # Adaptive learning rate from the rank-averaged KL: every rank computes the
+                # same rate itself.
+                if cfg.schedule == "adaptive":
+                    self._adapt_learning_rate(kl_mean)
+
+                # One global gradient-norm clip, then the step.
+                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.optimizer.step()
+                sums += torch.stack([surrogate.detach(), v_loss.detach(), entropy.detach(), kl])
+                updates += 1
+
+        means = (self.ctx.all_reduce_mean(sums) / max(updates, 1)).tolist()
+        return {
+            "surrogate_loss": means[0],
+            "value_loss": means[1],
+            "entropy": means[2],
+            "mean_kl": means[3],
+            "learning_rate": self.learning_rate,
+            "action_std": self.policy.log_std.exp().mean().item(),
+        }
+
+    def _synchronise(self, kl: torch.Tensor, loss: torch.Tensor) -> tuple[float, bool]:
+        grads = [p.grad.flatten() for p in self.params]
+        flat = torch.cat([*grads, kl.view(1), loss.detach().view(1)])
+        nonfinite = (~torch.isfinite(flat)).any().float().view(1)
+        flat = torch.cat([flat.nan_to_num(0.0, 0.0, 0.0), nonfinite])
+        self.ctx.all_reduce_mean(flat)
+        offset = 0
+        for p, g in zip(self.params, grads, strict=True):
+            p.grad.copy_(flat[offset : offset + g.numel()].view_as(p.grad))
+            offset += g.numel()
+        return flat[offset].item(), bool(flat[-1].item() > 0)
+
+    def _skip_update(self) -> None:
+        self.consecutive_skips += 1
+        self.optimizer.zero_grad(set_to_none=False)
+        if self.consecutive_skips >= self.MAX_CONSECUTIVE_SKIPS:
+            raise NonFiniteUpdate(
+                f"{self.consecutive_skips} consecutive PPO updates had a non-finite loss or gradient; "
+                "lower --agent.learning-rate or check the task's observations and rewards"
+            )
+
+    def _adapt_learning_rate(self, kl: float) -> None:
+        if kl > 2.0 * self.cfg.desired_kl:
+            self.learning_rate = max(1e-5, self.learning_rate / 1.5)
+        elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
+            self.learning_rate = min(1e-2, self.learning_rate * 1.5)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate
+
+    def _normalize_globally(self, x: torch.Tensor) -> torch.Tensor:
+        stats = torch.stack([x.sum(), (x * x).sum(), x.new_tensor(float(x.numel()))]).double()
+        self.ctx.all_reduce_sum(stats)
+        mean = stats[0] / stats[2]
+        var = (stats[1] / stats[2] - mean**2).clamp(min=0.0)
+        return ((x - mean) / (var.sqrt() + 1e-8)).to(x.dtype)
+
+    def update_normalizers(self, buf: RolloutBuffer) -> None:
+        """Merge this rollout's observations (of every rank) into the running statistics."""
+        for normalizer, obs in (
+            (self.policy.actor_normalizer, buf.actor_obs),
+            (self.policy.critic_normalizer, buf.critic_obs),
+        ):
+            if normalizer is not None:
+                merge_into(normalizer, obs, self.ctx)
+
+
+def merge_into(normalizer: RunningNormalizer, obs: torch.Tensor, ctx: DistContext) -> None:
+    """Update `normalizer` with `obs` from every rank: the sums of counts, means x counts and
+    second moments are all-reduced, so each rank ends with the pooled statistics."""
+    moments = RunningNormalizer.batch_moments(obs)
+    dim = normalizer.mean.shape[0]
+    n, mean, m2 = moments[0:1], moments[1 : 1 + dim], moments[1 + dim :]
+    # Pool as (count, sum, sum of squares about the local mean + count * mean^2).
+    sums = torch.cat([n, mean * n, m2 + n * mean**2])
+    ctx.all_reduce_sum(sums)
+    total = sums[0:1]
+    pooled_mean = sums[1 : 1 + dim] / total
+    pooled_m2 = sums[1 + dim :] - total * pooled_mean**2
+    normalizer.update(torch.cat([total, pooled_mean, pooled_m2]))

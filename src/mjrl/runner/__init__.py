@@ -1,0 +1,1 @@
+"""Runner layer: the training loop, run directories, checkpoints and metric logging."""

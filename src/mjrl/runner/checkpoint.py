@@ -1,0 +1,71 @@
+"""Checkpoints: written atomically, loaded with weights_only=True, newest valid one found."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mjrl.errors import UsageError
+
+_NAME = re.compile(r"^model_(\d+)\.pt$")
+
+
+def checkpoint_path(run_dir: Path, iteration: int) -> Path:
+    return run_dir / "checkpoints" / f"model_{iteration:06d}.pt"
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over `path`: a crash
+    at any moment leaves either the old file or the complete new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint; a missing or unreadable file is a UsageError naming it."""
+    if not path.is_file():
+        raise UsageError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises many types for a damaged file
+        raise UsageError(f"checkpoint {path} is unreadable ({type(exc).__name__}); it may be truncated") from exc
+    if not isinstance(state, dict) or "policy" not in state or "iteration" not in state:
+        raise UsageError(f"{path} is not an mjrl checkpoint")
+    return state
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Checkpoints of a run, oldest first."""
+    folder = run_dir / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def load_newest_checkpoint(run_dir: Path, map_location: str | torch.device = "cpu") -> tuple[Path, dict]:
+    """The newest checkpoint of `run_dir` that loads; damaged newer ones are skipped with a warning."""
+    candidates = list_checkpoints(run_dir)
+    if not candidates:
+        raise UsageError(f"run directory {run_dir} has no checkpoints to resume from")
+    for path in reversed(candidates):
+        try:
+            return path, load_checkpoint(path, map_location)
+        except UsageError as exc:
+            print(f"warning: skipping {exc}", file=sys.stderr)
+    raise UsageError(f"no readable checkpoint in {run_dir / 'checkpoints'}")

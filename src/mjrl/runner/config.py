@@ -1,0 +1,115 @@
+"""The top-level training config, and turning configs into plain dicts (YAML) and back."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Generic, Literal, TypeVar
+
+from mjrl.envs import EnvConfig
+from mjrl.errors import UsageError
+from mjrl.rl.config import AgentConfig
+
+EnvT = TypeVar("EnvT", bound=EnvConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(Generic[EnvT]):
+    """Train a policy with PPO on MuJoCo-Warp worlds."""
+
+    env: EnvT
+    """Task and simulation settings."""
+    agent: AgentConfig = AgentConfig()
+    """PPO, policy and training-loop settings."""
+    device: str = "auto"
+    """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda, or cuda:N."""
+    seed: int = 42
+    """Random seed; rank r uses seed + r."""
+    log_root: str = "logs"
+    """Runs are written to <log-root>/<task>/<YYYY-mm-dd_HH-MM-SS>[_<run-name>]/."""
+    run_name: str = ""
+    """Suffix of the run directory name, and the WandB run name."""
+    logger: Literal["wandb", "tensorboard", "none"] = "tensorboard"
+    """Experiment tracker besides metrics.jsonl (always written). WandB goes offline by itself
+    when there is no API key or no network."""
+    wandb_project: str = "mjrl"
+    """WandB project name."""
+    resume: bool = False
+    """Continue the newest run of this task from its newest checkpoint, in the same directory."""
+    resume_dir: str = ""
+    """Continue this run directory instead of the newest one (implies resume)."""
+    torch_threads: int = 0
+    """CPU threads for torch in this process; 0 picks 1 on the CPU (Warp runs its kernels on
+    one thread, and small batched ops do not gain from more) and torch's default on a GPU."""
+
+
+def to_dict(cfg: Any) -> Any:
+    """Dataclasses to nested dicts of plain values (tuples become lists), for YAML and checkpoints."""
+    if dataclasses.is_dataclass(cfg):
+        return {f.name: to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+    if isinstance(cfg, tuple):
+        return [to_dict(v) for v in cfg]
+    return cfg
+
+
+def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
+    """Return `cfg` with the (possibly partial, nested) `values` applied; unknown keys are errors."""
+    hints = typing.get_type_hints(type(cfg))
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    changes = {}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in fields:
+            raise UsageError(f"unknown config key {where}{key!r}; valid keys: {', '.join(fields)}")
+        current = getattr(cfg, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise UsageError(f"config key {where}{key} must be a mapping")
+            changes[name] = apply_dict(current, value, f"{where}{key}.")
+        else:
+            changes[name] = _coerce(value, hints[name], f"{where}{key}")
+    return dataclasses.replace(cfg, **changes)
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if origin is Literal and value not in typing.get_args(hint):
+        raise UsageError(f"config key {where}: {value!r} is not one of {typing.get_args(hint)}")
+    if origin in (typing.Union, types.UnionType) or origin is Literal or hint is Any:
+        return value
+    if isinstance(hint, type) and not isinstance(value, hint):
+        raise UsageError(f"config key {where}: expected {hint.__name__}, got {value!r}")
+    return value
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Reject configs that cannot run, with a message saying which flag to change."""
+    env, agent = cfg.env, cfg.agent
+    checks = [
+        (env.num_envs >= 1, f"--env.num-envs must be at least 1 (got {env.num_envs})"),
+        (env.episode_length_s > 0, "--env.episode-length-s must be positive"),
+        (env.sim.decimation >= 1, "--env.sim.decimation must be at least 1"),
+        (agent.num_steps_per_env >= 1, "--agent.num-steps-per-env must be at least 1"),
+        (agent.max_iterations >= 1, "--agent.max-iterations must be at least 1"),
+        (agent.save_interval >= 1, "--agent.save-interval must be at least 1"),
+        (agent.num_learning_epochs >= 1, "--agent.num-learning-epochs must be at least 1"),
+        (agent.num_mini_batches >= 1, "--agent.num-mini-batches must be at least 1"),
+        (agent.learning_rate > 0, "--agent.learning-rate must be positive"),
+        (agent.init_noise_std > 0, "--agent.init-noise-std must be positive"),
+        (0 < agent.gamma <= 1 and 0 <= agent.lam <= 1, "--agent.gamma must be in (0, 1], --agent.lam in [0, 1]"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(message)
+    batch = env.num_envs * agent.num_steps_per_env
+    if batch % agent.num_mini_batches:
+        raise UsageError(
+            f"--agent.num-mini-batches {agent.num_mini_batches} does not divide the batch of "
+            f"{batch} samples (--env.num-envs {env.num_envs} x --agent.num-steps-per-env "
+            f"{agent.num_steps_per_env}); pick a divisor of {batch}"
+        )

@@ -1,0 +1,105 @@
+"""Where metrics go: metrics.jsonl (always), TensorBoard or WandB (on request), the console."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class MetricsFile:
+    """metrics.jsonl: one JSON object per iteration. On resume, lines of iterations that will be
+    run again are dropped first, so every iteration appears exactly once."""
+
+    def __init__(self, path: Path, start_iteration: int):
+        self.path = path
+        kept = [m for m in read_metrics(path) if m["iteration"] < start_iteration]
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(m) + "\n" for m in kept))
+        os.replace(tmp, path)
+        self.file = path.open("a", buffering=1)
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+        self.file.write(json.dumps(clean) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _wandb_reachable(timeout: float = 2.0) -> bool:
+    try:
+        socket.create_connection(("api.wandb.ai", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+class Tracker:
+    """TensorBoard or WandB, or nothing. Only rank 0 creates one."""
+
+    def __init__(self, kind: str, run_dir: Path, config: dict, project: str, run_name: str, run_id: str):
+        self.kind = kind
+        self._tb = None
+        self._wandb = None
+        if kind == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+        elif kind == "wandb":
+            import wandb
+
+            if "WANDB_MODE" not in os.environ and not (os.environ.get("WANDB_API_KEY") and _wandb_reachable()):
+                os.environ["WANDB_MODE"] = "offline"
+            # The run id is stored in the run directory, so a resumed run continues the same
+            # WandB run.
+            self._wandb = wandb.init(
+                project=project,
+                name=run_name or run_dir.name,
+                id=run_id,
+                resume="allow",
+                dir=str(run_dir),
+                config=config,
+            )
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        if self._tb is not None:
+            for key, value in scalars.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def console_line(m: dict[str, Any], max_iterations: int, eta_s: float) -> str:
+    ret, length = m["mean_episode_return"], m["mean_episode_length"]
+    ret_s = f"{ret:9.2f}" if math.isfinite(ret) else "        -"
+    len_s = f"{length:6.0f}" if math.isfinite(length) else "     -"
+    width = len(str(max_iterations))
+    return (
+        f"it {m['iteration'] + 1:>{width}}/{max_iterations} | return {ret_s} | len {len_s} | "
+        f"{m['steps_per_second']:8,.0f} steps/s | coll {m['collection_s']:.2f}s learn {m['learning_s']:.2f}s"
+        f" | lr {m['learning_rate']:.1e} | ETA {_duration(eta_s)}"
+    )

@@ -1,0 +1,32 @@
+"""Run directories: <log-root>/<task>/<YYYY-mm-dd_HH-MM-SS>[_<run-name>]/."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+
+from mjrl.errors import UsageError
+
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}")
+
+
+def new_run_dir_path(log_root: str, task: str, run_name: str, now: datetime.datetime | None = None) -> Path:
+    """A fresh, not yet existing path; a numeric suffix keeps two runs started in the same
+    second apart."""
+    stamp = (now or datetime.datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
+    base = Path(log_root) / task / (f"{stamp}_{run_name}" if run_name else stamp)
+    path, n = base, 1
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return path
+
+
+def newest_run_dir(log_root: str, task: str) -> Path:
+    """The newest run directory of `task` (by its timestamped name) that holds a checkpoint."""
+    folder = Path(log_root) / task
+    runs = sorted(p for p in folder.iterdir() if p.is_dir() and _STAMP.match(p.name)) if folder.is_dir() else []
+    runs = [p for p in runs if (p / "checkpoints").is_dir() and any((p / "checkpoints").glob("model_*.pt"))]
+    if not runs:
+        raise UsageError(f"--resume True: no run of {task} with a checkpoint under {folder}")
+    return runs[-1]

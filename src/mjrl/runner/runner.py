@@ -1,0 +1,324 @@
+"""The training loop: collect a rollout, update PPO, log, checkpoint, repeat.
+
+`train()` is the whole job of one rank. It validates the config, resolves a resume, builds env,
+policy and PPO, then runs `Runner.run()`. Only the main rank writes anything to disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from mjrl.distributed import DistContext
+from mjrl.envs import VecEnv
+from mjrl.errors import UsageError
+from mjrl.rl.networks import ActorCritic
+from mjrl.rl.ppo import PPO, RolloutBuffer, merge_into
+from mjrl.runner.checkpoint import checkpoint_path, load_newest_checkpoint, save_checkpoint
+from mjrl.runner.config import TrainConfig, to_dict, validate
+from mjrl.runner.loggers import MetricsFile, Tracker, console_line
+from mjrl.runner.run_dir import new_run_dir_path, newest_run_dir
+
+
+def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
+    a = cfg.agent
+    return ActorCritic(
+        env.obs_dims["actor"],
+        env.obs_dims["critic"],
+        env.num_actions,
+        a.actor_hidden_dims,
+        a.critic_hidden_dims,
+        a.activation,
+        a.init_noise_std,
+        a.normalize_observations,
+    ).to(device)
+
+
+def learning_threads(cfg: TrainConfig, ctx: DistContext) -> int:
+    """Torch threads for the PPO update. On the CPU, Warp steps physics on one thread, so the
+    rollout runs with one torch thread; the update has the node's cores to itself, shared by
+    the ranks on the node."""
+    if cfg.torch_threads > 0 or ctx.device.type != "cpu":
+        return torch.get_num_threads()
+    return max(1, (os.cpu_count() or 1) // ctx.local_world_size)
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
+    if cfg.resume_dir:
+        path = Path(cfg.resume_dir)
+        if not path.is_dir():
+            raise UsageError(f"--resume-dir {path}: no such run directory")
+        return path
+    return newest_run_dir(cfg.log_root, task_name) if cfg.resume else None
+
+
+def restore_policy(policy: ActorCritic, state: dict, source: Path) -> None:
+    try:
+        policy.load_state_dict(state["policy"])
+    except RuntimeError as exc:
+        raise UsageError(
+            f"checkpoint {source} does not fit this task's policy (different observation, action or "
+            f"layer sizes): {str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
+        ) from exc
+
+
+def check_task(state: dict, task_name: str, source: Path) -> None:
+    if state.get("task") != task_name:
+        raise UsageError(f"checkpoint {source} belongs to task {state.get('task')!r}, not {task_name!r}")
+
+
+class Runner:
+    def __init__(
+        self,
+        task_name: str,
+        cfg: TrainConfig,
+        ctx: DistContext,
+        env: VecEnv,
+        ppo: PPO,
+        run_dir: Path,
+        start: dict[str, Any],
+    ):
+        self.task_name = task_name
+        self.cfg = cfg
+        self.ctx = ctx
+        self.env = env
+        self.ppo = ppo
+        self.run_dir = run_dir
+        self.iteration = start["iteration"]
+        self.env_steps = start["env_steps"]
+        self.wall_s = start["wall_s"]
+        self.wandb_id = start["wandb_id"]
+        self.buffer = RolloutBuffer.allocate(
+            cfg.agent.num_steps_per_env,
+            env.num_envs,
+            env.obs_dims["actor"],
+            env.obs_dims["critic"],
+            env.num_actions,
+            ctx.device,
+        )
+        self.learning_threads = learning_threads(cfg, ctx)
+        self.metrics_file: MetricsFile | None = None
+        self.tracker: Tracker | None = None
+        self.last_checkpoint: Path | None = None
+
+    # ------------------------------------------------------------------------- the loop
+
+    def run(self) -> dict[str, Any]:
+        self._open_outputs()
+        self._print_header()
+        max_it = self.cfg.agent.max_iterations
+        metrics: dict[str, Any] = {}
+        session_start, session_iterations = time.perf_counter(), 0
+        try:
+            while self.iteration < max_it:
+                t0 = time.perf_counter()
+                last_values = self.collect()
+                t1 = time.perf_counter()
+                with torch_threads(self.learning_threads):
+                    losses = self.ppo.update(self.buffer, last_values)
+                    self.ppo.update_normalizers(self.buffer)
+                t2 = time.perf_counter()
+                metrics = self._iteration_metrics(t1 - t0, t2 - t1, losses)
+                self.iteration += 1
+                session_iterations += 1
+                per_iteration = (time.perf_counter() - session_start) / session_iterations
+                self._log(metrics, eta_s=per_iteration * (max_it - self.iteration))
+                if self.iteration % self.cfg.agent.save_interval == 0 or self.iteration == max_it:
+                    self.save()
+        finally:
+            self._close_outputs()
+        return {
+            "rank": self.ctx.rank,
+            "run_dir": str(self.run_dir),
+            "iterations": self.iteration,
+            "env_steps": self.env_steps,
+            "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+            "final_metrics": metrics,
+        }
+
+    @torch.no_grad()
+    def collect(self) -> torch.Tensor:
+        """Fill the rollout buffer; returns the values of the observations after the last step."""
+        env, ppo, buf, gamma = self.env, self.ppo, self.buffer, self.cfg.agent.gamma
+        buf.step = 0
+        obs = env.obs
+        for _ in range(self.cfg.agent.num_steps_per_env):
+            out = ppo.act(obs["actor"], obs["critic"])
+            next_obs, reward, terminated, truncated, extras = env.step(out["actions"])
+            # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
+            # gets the discounted value of its true final observation.
+            reward = reward + gamma * ppo.value(extras["final_obs"]["critic"]) * truncated
+            buf.add(
+                actor_obs=obs["actor"],
+                critic_obs=obs["critic"],
+                rewards=reward,
+                dones=(terminated | truncated).float(),
+                **out,
+            )
+            obs = next_obs
+        return ppo.value(obs["critic"])
+
+    # -------------------------------------------------------------------------- metrics
+
+    def _iteration_metrics(self, collection_s: float, learning_s: float, losses: dict) -> dict[str, Any]:
+        ctx, env = self.ctx, self.env
+        # One reduction for everything summed over ranks, one for the slowest rank's timings.
+        summed = ctx.all_reduce_sum(torch.cat([env.episode_stats(), env.pop_term_stats()]))
+        timings = ctx.all_reduce_max(torch.tensor([collection_s, learning_s], dtype=torch.float64))
+        summed, (collection_s, learning_s) = summed.tolist(), timings.tolist()
+        ret_sum, len_sum, episodes = summed[:3]
+        step_count = self.cfg.agent.num_steps_per_env * env.num_envs * ctx.world_size
+        self.env_steps += step_count
+        self.wall_s += collection_s + learning_s
+        metrics = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "wall_s": round(self.wall_s, 3),
+            "mean_episode_return": ret_sum / episodes if episodes else float("nan"),
+            "mean_episode_length": len_sum / episodes if episodes else float("nan"),
+            "steps_per_second": step_count / (collection_s + learning_s),
+            "collection_s": collection_s,
+            "learning_s": learning_s,
+            **losses,
+        }
+        term_values, steps = summed[3:-1], max(summed[-1], 1.0)
+        metrics["mean_step_reward"] = sum(term_values[: len(env.task.rewards)]) / steps
+        for name, total in zip(env.term_names(), term_values, strict=True):
+            metrics[name] = total / steps
+        return metrics
+
+    def _log(self, metrics: dict[str, Any], eta_s: float) -> None:
+        if not self.ctx.is_main:
+            return
+        self.metrics_file.write(metrics)
+        self.tracker.log(metrics, step=metrics["iteration"])
+        print(console_line(metrics, self.cfg.agent.max_iterations, eta_s), flush=True)
+
+    def _print_header(self) -> None:
+        if not self.ctx.is_main:
+            return
+        cfg, ctx = self.cfg, self.ctx
+        total = cfg.env.num_envs * ctx.world_size
+        envs = f"{total} envs" if ctx.world_size == 1 else f"{total} envs ({cfg.env.num_envs} x {ctx.world_size} ranks)"
+        start = f" | resuming at iteration {self.iteration}" if self.iteration else ""
+        print(f"mjrl {self.task_name} | {ctx.device} | {envs} | seed {cfg.seed}{start}", flush=True)
+        print(f"run  {self.run_dir}", flush=True)
+
+    # ---------------------------------------------------------------------- disk output
+
+    def _open_outputs(self) -> None:
+        if not self.ctx.is_main:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        config = to_dict(self.cfg)
+        config_text = yaml.safe_dump({"task": self.task_name, **config}, sort_keys=False)
+        (self.run_dir / "config.yaml").write_text(config_text)
+        self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", self.iteration)
+        self.tracker = Tracker(
+            self.cfg.logger, self.run_dir, config, self.cfg.wandb_project, self.cfg.run_name, self.wandb_id
+        )
+
+    def _close_outputs(self) -> None:
+        if self.metrics_file is not None:
+            self.metrics_file.close()
+        if self.tracker is not None:
+            self.tracker.close()
+
+    def state_dict(self) -> dict[str, Any]:
+        rng = {
+            "torch": torch.get_rng_state(),
+            "env": self.env.generator.get_state(),
+            "ppo": self.ppo.generator.get_state(),
+        }
+        if self.ctx.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.ctx.device)
+        return {
+            "task": self.task_name,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "wall_s": self.wall_s,
+            "learning_rate": self.ppo.learning_rate,
+            "policy": self.ppo.policy.state_dict(),
+            "optimizer": self.ppo.optimizer.state_dict(),
+            "rng": rng,
+            "config": to_dict(self.cfg),
+            "wandb_id": self.wandb_id,
+            "obs_dims": dict(self.env.obs_dims),
+            "num_actions": self.env.num_actions,
+        }
+
+    def save(self) -> Path | None:
+        if not self.ctx.is_main:
+            return None
+        path = checkpoint_path(self.run_dir, self.iteration)
+        save_checkpoint(path, self.state_dict())
+        self.last_checkpoint = path
+        return path
+
+
+def train(task: Any, cfg: TrainConfig, ctx: DistContext) -> dict[str, Any]:
+    """Run (or resume) one training job on this rank; returns its summary."""
+    validate(cfg)
+    resume_dir = resume_dir_of(task.name, cfg)
+    source, state = load_newest_checkpoint(resume_dir) if resume_dir else (None, None)
+    if state is not None:
+        check_task(state, task.name, source)
+
+    seed_everything(cfg.seed + ctx.rank)
+    env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed + ctx.rank)
+    policy = build_policy(env, cfg, ctx.device)
+    ppo = PPO(policy, cfg.agent, ctx)
+    ppo.generator.manual_seed(cfg.seed + ctx.rank)
+    start = {"iteration": 0, "env_steps": 0, "wall_s": 0.0, "wandb_id": uuid.uuid4().hex[:12]}
+    if state is not None:
+        restore_policy(policy, state, source)
+        start = restore_training_state(state, ppo, env)
+    else:
+        # Start the normaliser from the first observations instead of from zero mean, unit std.
+        for normalizer, group in ((policy.actor_normalizer, "actor"), (policy.critic_normalizer, "critic")):
+            if normalizer is not None:
+                merge_into(normalizer, env.obs[group], ctx)
+    run_dir = resume_dir or new_run_dir_path(cfg.log_root, task.name, cfg.run_name)
+    if state is not None and ctx.is_main:
+        print(f"resuming {run_dir} from {source.name} (iteration {start['iteration']})", flush=True)
+    return Runner(task.name, cfg, ctx, env, ppo, run_dir, start).run()
+
+
+def restore_training_state(state: dict, ppo: PPO, env: VecEnv) -> dict[str, Any]:
+    ppo.optimizer.load_state_dict(state["optimizer"])
+    ppo.learning_rate = state["learning_rate"]
+    for group in ppo.optimizer.param_groups:
+        group["lr"] = ppo.learning_rate
+    rng = state["rng"]
+    torch.set_rng_state(rng["torch"])
+    env.generator.set_state(rng["env"])
+    ppo.generator.set_state(rng["ppo"])
+    if "cuda" in rng and env.device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], env.device)
+    return {k: state[k] for k in ("iteration", "env_steps", "wall_s", "wandb_id")}

@@ -1,0 +1,143 @@
+"""One object that owns the MuJoCo-Warp model and data of N worlds on one device.
+
+Everything above this layer sees torch tensors that alias Warp's arrays (zero-copy), so
+writing `sim.qpos[...] = x` changes the simulator state directly. Every Warp call runs inside
+`wp.ScopedDevice(self.device)`: with several ranks per node, nothing may ever touch another
+rank's GPU by accident.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import mujoco
+import torch
+import warp as wp
+
+# Warp prints a banner and a line per kernel module unless told otherwise before it starts.
+if os.environ.get("MJRL_WARP_VERBOSE", "0") != "1":
+    wp.config.log_level = wp.LOG_WARNING
+
+import mujoco_warp as mjw
+
+
+@dataclasses.dataclass(frozen=True)
+class SimConfig:
+    """Physics settings of a task."""
+
+    decimation: int = 5
+    """Physics substeps per env step (the policy acts every `decimation * timestep` seconds)."""
+    timestep: float = 0.0
+    """Physics timestep in seconds; 0 keeps the MJCF's own value."""
+    nconmax: int | None = None
+    """Contacts allocated per world (mujoco_warp `nconmax`); None lets mujoco_warp choose."""
+    njmax: int | None = None
+    """Constraint rows allocated per world (mujoco_warp `njmax`); None lets mujoco_warp choose."""
+    cuda_graph: bool = True
+    """Capture the substep loop in one CUDA graph on CUDA devices (ignored on the CPU)."""
+
+
+# Data arrays exposed as torch views. Names match mujoco's MjData fields.
+_STATE_FIELDS = (
+    "qpos",
+    "qvel",
+    "qacc",
+    "ctrl",
+    "act",
+    "qfrc_applied",
+    "xfrc_applied",
+    "xpos",
+    "xquat",
+    "xmat",
+    "site_xpos",
+    "site_xmat",
+    "sensordata",
+    "cvel",
+    "subtree_com",
+    "actuator_force",
+    "qfrc_actuator",
+    "cfrc_ext",
+    "time",
+)
+
+
+class Simulation:
+    """MuJoCo-Warp model plus data for `num_worlds` worlds, stepped `decimation` times per call."""
+
+    def __init__(self, mj_model: mujoco.MjModel, num_worlds: int, device: str, cfg: SimConfig):
+        if cfg.timestep > 0:
+            mj_model.opt.timestep = cfg.timestep
+        self.mj_model = mj_model
+        self.cfg = cfg
+        self.num_worlds = num_worlds
+        self.device = torch.device(device)
+        self.wp_device = wp.get_device(str(self.device) if self.device.type == "cuda" else "cpu")
+        self.dt = mj_model.opt.timestep * cfg.decimation
+        with wp.ScopedDevice(self.wp_device):
+            self.model = mjw.put_model(mj_model)
+            self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=cfg.nconmax, njmax=cfg.njmax)
+            for name in _STATE_FIELDS:
+                setattr(self, name, wp.to_torch(getattr(self.data, name)))
+            self.qacc_warmstart = wp.to_torch(self.data.qacc_warmstart)
+            mjw.forward(self.model, self.data)
+        self.qpos0 = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
+        self._graph = self._capture_substeps() if self._use_graph() else None
+
+    @classmethod
+    def from_xml(cls, path: str | Path, num_worlds: int, device: str, cfg: SimConfig) -> Simulation:
+        return cls(mujoco.MjModel.from_xml_path(str(path)), num_worlds, device, cfg)
+
+    def _use_graph(self) -> bool:
+        return self.cfg.cuda_graph and self.wp_device.is_cuda
+
+    def _substeps(self) -> None:
+        for _ in range(self.cfg.decimation):
+            mjw.step(self.model, self.data)
+
+    def _capture_substeps(self) -> wp.Graph:
+        with wp.ScopedDevice(self.wp_device):
+            self._substeps()  # compiles and loads every kernel before capture
+            with wp.ScopedCapture() as capture:
+                self._substeps()
+        return capture.graph
+
+    def step(self) -> None:
+        """Advance every world by `decimation` physics steps with the current `ctrl`."""
+        with wp.ScopedDevice(self.wp_device):
+            if self._graph is not None:
+                wp.capture_launch(self._graph)
+            else:
+                self._substeps()
+
+    def reset(self, mask: torch.Tensor) -> None:
+        """Put the worlds where `mask` is True back to the model's rest state (qpos0, at rest,
+        no controls or applied forces).
+
+        Done with masked torch writes rather than `mujoco_warp.reset_data`, which rebuilds its
+        kernels on every call (about 6 ms of Python on the CPU); these writes need no host
+        synchronisation and can be captured in a CUDA graph.
+        """
+        keep = ~mask
+        self.qpos.copy_(torch.where(mask.unsqueeze(1), self.qpos0, self.qpos))
+        for state in (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied):
+            state.mul_(keep.view(-1, *([1] * (state.dim() - 1))).to(state.dtype))
+        self.xfrc_applied.mul_(keep.view(-1, 1, 1).to(self.xfrc_applied.dtype))
+        self.time.mul_(keep.to(self.time.dtype))
+
+    def forward(self) -> None:
+        """Recompute derived quantities (kinematics, sensors) from qpos/qvel without stepping."""
+        with wp.ScopedDevice(self.wp_device):
+            mjw.forward(self.model, self.data)
+
+    def kinematics(self) -> None:
+        """Recompute body and site poses from qpos only: cheaper than `forward`."""
+        with wp.ScopedDevice(self.wp_device):
+            mjw.kinematics(self.model, self.data)
+
+    def joint_qpos_index(self, joint: str) -> int:
+        return int(self.mj_model.jnt_qposadr[self.mj_model.joint(joint).id])
+
+    def joint_dof_index(self, joint: str) -> int:
+        return int(self.mj_model.jnt_dofadr[self.mj_model.joint(joint).id])

@@ -1,0 +1,33 @@
+"""Task registry: task name -> the module attribute that defines it, and a one-line summary.
+
+Tasks are imported only when asked for, so listing them (and rejecting an unknown name) costs
+no simulator import.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from mjrl.errors import UsageError
+
+TASKS: dict[str, tuple[str, str]] = {
+    "Mjrl-Cartpole-Balance": ("mjrl.tasks.cartpole:BALANCE", "keep a pole upright on a cart (dm_control reward)"),
+    "Mjrl-Cartpole-Swingup": ("mjrl.tasks.cartpole:SWINGUP", "swing a hanging pole up, then balance it"),
+}
+
+
+def task_names() -> list[str]:
+    return sorted(TASKS)
+
+
+def describe_tasks() -> str:
+    width = max(map(len, TASKS))
+    return "\n".join(f"  {name:<{width}}  {TASKS[name][1]}" for name in task_names())
+
+
+def load_task(name: str):
+    """The `mjrl.tasks.base.Task` registered as `name`; a UsageError names the valid ones."""
+    if name not in TASKS:
+        raise UsageError(f"unknown task {name!r}; valid tasks: {', '.join(task_names())}")
+    module, attr = TASKS[name][0].split(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,40 @@
+"""Shared helpers: run the installed console scripts as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    env: dict | None = None,
+) -> subprocess.CompletedProcess:
+    """Run `train`, `play` or `mjrl` from this environment's bin directory."""
+    command, *rest = args
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "offline", **(env or {})}
+    return subprocess.run(
+        [str(BIN / command), *rest], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
+    )
+
+
+def last_json(stdout: str) -> dict:
+    return json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def log_root(tmp_path: Path) -> Path:
+    return tmp_path / "logs"

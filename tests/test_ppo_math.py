@@ -1,0 +1,80 @@
+"""GAE, PPO losses, KL and the normaliser against hand-computed values and numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from mjrl.rl.networks import DiagonalGaussian
+from mjrl.rl.normalizer import RunningNormalizer, merge_moments
+from mjrl.rl.ppo import compute_gae, gaussian_kl, surrogate_loss, value_loss
+
+
+def test_gae_matches_hand_computation_with_episode_boundary():
+    gamma, lam = 0.9, 0.8
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    values = torch.tensor([[0.5], [1.0], [1.5]])
+    dones = torch.tensor([[0.0], [1.0], [0.0]])  # episode ends after step 1
+    last_values = torch.tensor([2.0])
+    adv, ret = compute_gae(rewards, values, dones, last_values, gamma, lam)
+    d2 = 3.0 + 0.9 * 2.0 - 1.5  # bootstraps from last_values
+    d1 = 2.0 - 1.0  # done: no bootstrap from step 2
+    d0 = 1.0 + 0.9 * 1.0 - 0.5
+    a2, a1 = d2, d1
+    a0 = d0 + gamma * lam * a1
+    assert torch.allclose(adv.flatten(), torch.tensor([a0, a1, a2]))
+    assert torch.allclose(ret, adv + values)
+
+
+def test_surrogate_loss_clips_large_ratios():
+    adv = torch.tensor([1.0, -1.0])
+    old = torch.log(torch.tensor([0.5, 0.5]))
+    new = torch.log(torch.tensor([1.0, 1.0]))  # ratio 2 for both
+    # positive advantage: min(2*1, 1.2*1) = 1.2; negative: min(-2, -1.2) = -2
+    loss = surrogate_loss(new, old, adv, clip=0.2)
+    assert math.isclose(loss.item(), -(1.2 - 2.0) / 2, rel_tol=1e-6)
+
+
+def test_value_loss_takes_pessimum_of_clipped_prediction():
+    returns = torch.tensor([1.0])
+    old = torch.tensor([0.0])
+    new = torch.tensor([0.9])  # clipped to 0.2 -> error 0.8^2 = 0.64 > 0.1^2
+    assert math.isclose(value_loss(new, old, returns, clip=0.2).item(), 0.64, rel_tol=1e-6)
+    assert math.isclose(value_loss(new, old, returns, clip=0.0).item(), 0.01, rel_tol=1e-5)
+
+
+def test_gaussian_kl_and_log_prob_match_closed_form():
+    mu0, s0, mu1, s1 = 0.3, 0.5, -0.2, 0.8
+    expected = math.log(s1 / s0) + (s0**2 + (mu0 - mu1) ** 2) / (2 * s1**2) - 0.5
+    kl = gaussian_kl(
+        torch.tensor([[mu0, mu0]]), torch.tensor([[s0, s0]]), torch.tensor([[mu1, mu1]]), torch.tensor([[s1, s1]])
+    )
+    assert math.isclose(kl.item(), 2 * expected, rel_tol=1e-5)
+    dist = DiagonalGaussian(torch.tensor([[mu0]]), torch.log(torch.tensor([s0])))
+    x = torch.tensor([[0.1]])
+    normal = torch.distributions.Normal(mu0, s0)
+    assert math.isclose(dist.log_prob(x).item(), normal.log_prob(x).item(), rel_tol=1e-5)
+    assert math.isclose(dist.entropy().item(), normal.entropy().item(), rel_tol=1e-5)
+
+
+def test_normalizer_matches_numpy_over_batches():
+    rng = np.random.default_rng(0)
+    data = rng.normal(loc=[3.0, -2.0, 0.0], scale=[0.1, 5.0, 1.0], size=(1000, 3))
+    norm = RunningNormalizer(3)
+    for chunk in np.array_split(data, 7):
+        norm.update(RunningNormalizer.batch_moments(torch.tensor(chunk)))
+    assert norm.mean.dtype == torch.float64
+    np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(norm.var.numpy(), data.var(0), rtol=1e-10)
+    out = norm(torch.tensor(data[:5], dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(out, (data[:5] - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), rtol=1e-4)
+
+
+def test_merged_moments_equal_pooled_data():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(100, 2)), rng.normal(3.0, 2.0, size=(37, 2))
+    merged = merge_moments([RunningNormalizer.batch_moments(torch.tensor(x)) for x in (a, b)])
+    pooled = RunningNormalizer.batch_moments(torch.tensor(np.concatenate([a, b])))
+    assert torch.allclose(merged, pooled, rtol=1e-12)

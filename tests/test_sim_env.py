@@ -1,0 +1,77 @@
+"""Simulation and env layers on real MuJoCo-Warp worlds (cartpole, CPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from mjrl.envs import VecEnv
+from mjrl.sim import Simulation
+from mjrl.tasks import load_task
+
+BALANCE = load_task("Mjrl-Cartpole-Balance")
+
+
+def make_env(**changes) -> VecEnv:
+    cfg = dataclasses.replace(BALANCE.env_cfg, **{"num_envs": 8, **changes})
+    return VecEnv(cfg, BALANCE.build(cfg), torch.device("cpu"), seed=0)
+
+
+def test_state_tensors_alias_warp_and_reset_touches_only_masked_worlds():
+    spec = BALANCE.build(BALANCE.env_cfg)
+    sim = Simulation.from_xml(spec.model_xml, 4, "cpu", BALANCE.env_cfg.sim)
+    sim.qvel[:, 1] = 1.0  # written through the torch view
+    sim.step()
+    assert torch.all(sim.qpos[:, 1] > 0.01)  # the simulator saw the velocity
+    mask = torch.tensor([True, False, True, False])
+    before = sim.qpos.clone()
+    sim.reset(mask)
+    assert torch.equal(sim.qpos[mask], torch.zeros(2, 2))
+    assert torch.all(sim.qvel[mask] == 0)
+    assert torch.equal(sim.qpos[~mask], before[~mask])
+    assert torch.all(sim.qvel[~mask, 1] != 0)
+
+
+def test_step_applies_scaled_clipped_actions_and_decimation():
+    env = make_env(action_scale=0.5, action_clip=1.0, random_initial_episode_length=False)
+    t0 = env.sim.time.clone()
+    env.step(torch.full((8, 1), 3.0))
+    assert torch.allclose(env.sim.ctrl, torch.full((8, 1), 0.5))
+    assert torch.allclose(env.sim.time - t0, torch.full((8,), 0.05), atol=1e-6)  # 5 x 0.01 s
+
+
+def test_truncation_resets_and_keeps_true_final_observation():
+    env = make_env(episode_length_s=0.25, random_initial_episode_length=False, obs_noise=False)
+    assert env.max_episode_length == 5
+    for _ in range(4):
+        _, reward, terminated, truncated, _ = env.step(torch.ones(8, 1))
+        assert not truncated.any()
+    pushed_cart = env.sim.qpos[:, 0].clone()
+    obs, reward, terminated, truncated, extras = env.step(torch.ones(8, 1))
+    assert truncated.all() and not terminated.any()
+    final_cart = extras["final_obs"]["critic"][:, 0]
+    assert torch.all(final_cart > pushed_cart)  # the cart kept moving right until the end
+    assert torch.all(obs["critic"][:, 0].abs() <= 0.1)  # new episode: reset noise only
+    assert torch.all(env.episode_length == 0)
+    assert torch.all((reward >= 0) & (reward <= 1))
+    _, lengths, count = env.episode_stats().tolist()
+    assert count == 8 and lengths == 8 * 5
+
+
+def test_episodes_started_at_random_points_are_not_counted():
+    env = make_env(episode_length_s=0.25)  # random initial episode lengths
+    for _ in range(5):
+        env.step(torch.zeros(8, 1))
+    assert env.episode_stats()[2] == 0  # every first episode was partial
+    for _ in range(5):
+        env.step(torch.zeros(8, 1))
+    assert env.episode_stats()[2] == 8
+
+
+def test_observation_noise_only_on_actor_group():
+    env = make_env(obs_noise=True)
+    obs = env.compute_obs()
+    assert not torch.equal(obs["actor"], obs["critic"])
+    clean = make_env(obs_noise=False).compute_obs()
+    assert torch.equal(clean["actor"], clean["critic"])
