@@ -37,6 +37,9 @@ class SimConfig:
     """Constraint rows allocated per world (mujoco_warp `njmax`); None lets mujoco_warp choose."""
     cuda_graph: bool = True
     """Capture the substep loop in one CUDA graph on CUDA devices (ignored on the CPU)."""
+    per_world_model_fields: tuple[str, ...] = ()
+    """Model fields given one copy per world (e.g. geom_friction, body_mass) so that events can
+    randomise them per env; all other model fields are shared by every world."""
 
 
 # Data arrays exposed as torch views. Names match mujoco's MjData fields.
@@ -76,7 +79,8 @@ class Simulation:
         self.wp_device = wp.get_device(str(self.device) if self.device.type == "cuda" else "cpu")
         self.dt = mj_model.opt.timestep * cfg.decimation
         with wp.ScopedDevice(self.wp_device):
-            self.model = mjw.put_model(mj_model)
+            batch = {name: num_worlds for name in cfg.per_world_model_fields}
+            self.model = mjw.put_model(mj_model, batch_sizes=batch or None)
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=cfg.nconmax, njmax=cfg.njmax)
             for name in _STATE_FIELDS:
                 setattr(self, name, wp.to_torch(getattr(self.data, name)))
@@ -135,6 +139,10 @@ class Simulation:
         """Recompute body and site poses from qpos only: cheaper than `forward`."""
         with wp.ScopedDevice(self.wp_device):
             mjw.kinematics(self.model, self.data)
+
+    def model_field(self, name: str) -> torch.Tensor:
+        """A zero-copy torch view of a model field; (num_worlds, ...) for per-world fields."""
+        return wp.to_torch(getattr(self.model, name))
 
     def joint_qpos_index(self, joint: str) -> int:
         return int(self.mj_model.jnt_qposadr[self.mj_model.joint(joint).id])
