@@ -1,0 +1,125 @@
+"""Training through the real CLI: it learns, checkpoints round-trip, resume continues."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+import yaml
+from conftest import last_json, read_jsonl, run_cli
+
+from mjrl.cli.play import PlayConfig, evaluate
+from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
+from mjrl.tasks import load_task
+
+TASK = "Mjrl-Cartpole-Balance"
+# Short episodes keep the test fast; the learning signal is the same dm_control reward.
+SMALL = ["--device", "cpu", "--logger", "none", "--env.num-envs", "64", "--env.episode-length-s", "5",
+         "--agent.num-steps-per-env", "32", "--agent.num-mini-batches", "4"]
+
+
+def train(log_root: Path, *extra: str) -> dict:
+    result = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), *extra, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return last_json(result.stdout)
+
+
+def play(checkpoint: Path, episodes: int = 16) -> dict:
+    return evaluate(load_task(TASK), PlayConfig(checkpoint=str(checkpoint), episodes=episodes, device="cpu"))
+
+
+def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
+    summary = train(log_root, "--agent.max-iterations", "40", "--agent.save-interval", "20", "--run-name", "learn")
+    run_dir = Path(summary["run_dir"])
+    assert run_dir.parent == log_root / TASK and run_dir.name.endswith("_learn")
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [m["iteration"] for m in metrics] == list(range(40))
+    assert metrics[-1]["env_steps"] == 40 * 64 * 32
+    required = {"iteration", "env_steps", "wall_s", "mean_episode_return", "mean_episode_length", "steps_per_second",
+                "collection_s", "learning_s", "learning_rate", "mean_kl", "value_loss", "surrogate_loss", "entropy",
+                "action_std", "reward/smooth_balance"}
+    assert required <= set(metrics[-1])
+    assert [p.name for p in list_checkpoints(run_dir)] == ["model_000020.pt", "model_000040.pt"]
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["task"] == TASK and saved["env"]["num_envs"] == 64
+
+    # The trained deterministic policy clearly beats a freshly initialised one. Measured on this
+    # setup: untrained about 24 of at most 100, 49 after 20 iterations, 64 after 40.
+    trained = play(run_dir / "checkpoints" / "model_000040.pt")["mean_return"]
+    untrained = untrained_return(run_dir)
+    assert trained > max(2 * untrained, 50), (trained, untrained)
+
+
+def untrained_return(run_dir: Path) -> float:
+    """Return of a freshly initialised policy, evaluated the same way."""
+    state = load_checkpoint(run_dir / "checkpoints" / "model_000020.pt")
+    from mjrl.envs import VecEnv
+    from mjrl.runner.config import TrainConfig, apply_dict
+    from mjrl.runner.runner import build_policy
+
+    task = load_task(TASK)
+    cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
+    env_cfg = dataclasses.replace(cfg.env, num_envs=16, obs_noise=False, random_initial_episode_length=False)
+    env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
+    torch.manual_seed(0)
+    policy = build_policy(env, cfg, torch.device("cpu"))
+    from mjrl.cli.play import run_episodes
+
+    returns, _ = run_episodes(env, policy, 16)
+    return sum(returns) / len(returns)
+
+
+def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
+    summary = train(log_root, "--agent.max-iterations", "2")
+    checkpoint = Path(summary["checkpoint"])
+    state = load_checkpoint(checkpoint)
+    assert {"policy", "optimizer", "iteration", "env_steps", "learning_rate", "rng", "config"} <= set(state)
+    assert state["iteration"] == 2 and state["env_steps"] == 2 * 64 * 32
+    from mjrl.runner.config import TrainConfig, apply_dict
+    from mjrl.runner.runner import build_policy
+    from mjrl.envs import VecEnv
+
+    task = load_task(TASK)
+    cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
+    env_cfg = dataclasses.replace(cfg.env, num_envs=4)
+    env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"))
+    obs = env.obs["actor"] * 3.0  # off the mean, so the normaliser matters
+    first, second = build_policy(env, cfg, torch.device("cpu")), build_policy(env, cfg, torch.device("cpu"))
+    first.load_state_dict(state["policy"])
+    torch.save(first.state_dict(), tmp_path / "copy.pt")
+    second.load_state_dict(torch.load(tmp_path / "copy.pt", weights_only=True))
+    assert torch.equal(first.act_deterministic(obs), second.act_deterministic(obs))
+    assert first.actor_normalizer.count > 0  # the normaliser travelled with the weights
+    fresh = build_policy(env, cfg, torch.device("cpu"))
+    assert not torch.equal(fresh.act_deterministic(obs), first.act_deterministic(obs))
+
+
+def test_resume_continues_iterations_without_repeats(log_root):
+    first = train(log_root, "--agent.max-iterations", "5", "--agent.save-interval", "2")
+    run_dir = Path(first["run_dir"])
+    # Pretend the run died after its checkpoint at iteration 4: drop the last checkpoint.
+    (run_dir / "checkpoints" / "model_000005.pt").unlink()
+    second = train(log_root, "--agent.max-iterations", "7", "--resume", "True")
+    assert second["run_dir"] == str(run_dir)
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [m["iteration"] for m in metrics] == list(range(7))
+    steps = [m["env_steps"] for m in metrics]
+    assert steps == [(i + 1) * 64 * 32 for i in range(7)]
+    assert load_checkpoint(run_dir / "checkpoints" / "model_000007.pt")["iteration"] == 7
+    # max-iterations counts the whole run: resuming a finished run does no more iterations.
+    third = train(log_root, "--agent.max-iterations", "7", "--resume-dir", str(run_dir))
+    assert third["iterations"] == 7
+    assert len(read_jsonl(run_dir / "metrics.jsonl")) == 7
+
+
+def test_saved_config_reproduces_the_run_settings(log_root):
+    first = train(log_root, "--agent.max-iterations", "1", "--agent.learning-rate", "0.0007", "--seed", "3")
+    config = Path(first["run_dir"]) / "config.yaml"
+    result = run_cli("train", "--config", str(config), "--log-root", str(log_root), "--run-name", "again",
+                     "--agent.max-iterations", "1", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    again = yaml.safe_load((Path(last_json(result.stdout)["run_dir"]) / "config.yaml").read_text())
+    original = yaml.safe_load(config.read_text())
+    assert again["agent"]["learning_rate"] == 0.0007 and again["seed"] == 3
+    assert {k: v for k, v in again.items() if k != "run_name"} == {k: v for k, v in original.items() if k != "run_name"}
