@@ -9,8 +9,11 @@ import torch
 import yaml
 from conftest import last_json, read_jsonl, run_cli
 
-from mjrl.cli.play import PlayConfig, evaluate
+from mjrl.cli.play import PlayConfig, evaluate, run_episodes
+from mjrl.envs import VecEnv
 from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
+from mjrl.runner.config import TrainConfig, apply_dict
+from mjrl.runner.runner import build_policy
 from mjrl.tasks import load_task
 
 TASK = "Mjrl-Cartpole-Balance"
@@ -54,9 +57,6 @@ def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
 def untrained_return(run_dir: Path) -> float:
     """Return of a freshly initialised policy, evaluated the same way."""
     state = load_checkpoint(run_dir / "checkpoints" / "model_000020.pt")
-    from mjrl.envs import VecEnv
-    from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.runner import build_policy
 
     task = load_task(TASK)
     cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
@@ -64,7 +64,6 @@ def untrained_return(run_dir: Path) -> float:
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
     torch.manual_seed(0)
     policy = build_policy(env, cfg, torch.device("cpu"))
-    from mjrl.cli.play import run_episodes
 
     returns, _ = run_episodes(env, policy, 16)
     return sum(returns) / len(returns)
@@ -76,9 +75,6 @@ def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
     state = load_checkpoint(checkpoint)
     assert {"policy", "optimizer", "iteration", "env_steps", "learning_rate", "rng", "config"} <= set(state)
     assert state["iteration"] == 2 and state["env_steps"] == 2 * 64 * 32
-    from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.runner import build_policy
-    from mjrl.envs import VecEnv
 
     task = load_task(TASK)
     cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
