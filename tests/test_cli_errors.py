@@ -25,8 +25,10 @@ def assert_clean_usage_error(result, log_root: Path, *needles: str) -> None:
     [
         (["Mjrl-Nope"], ["unknown task", TASK]),
         ([TASK, "--env.num-envs", "0"], ["--env.num-envs"]),
-        ([TASK, "--env.num-envs", "10", "--agent.num-steps-per-env", "3", "--agent.num-mini-batches", "4"],
-         ["--agent.num-mini-batches", "30"]),
+        (
+            [TASK, "--env.num-envs", "10", "--agent.num-steps-per-env", "3", "--agent.num-mini-batches", "4"],
+            ["--agent.num-mini-batches", "30"],
+        ),
         ([TASK, "--preset", "nope"], ["unknown preset", "smoke"]),
         ([TASK, "--env.num-envs", "many"], ["many"]),
         ([TASK, "--resume", "True"], ["no run of", TASK]),
@@ -34,9 +36,11 @@ def assert_clean_usage_error(result, log_root: Path, *needles: str) -> None:
     ],
 )
 def test_train_rejects_bad_input(args, needles, log_root):
-    result = run_cli("train", *args, "--log-root", str(log_root), "--device", "cpu", timeout=120) if (
-        "--device" not in args
-    ) else run_cli("train", *args, "--log-root", str(log_root), timeout=120)
+    result = (
+        run_cli("train", *args, "--log-root", str(log_root), "--device", "cpu", timeout=120)
+        if ("--device" not in args)
+        else run_cli("train", *args, "--log-root", str(log_root), timeout=120)
+    )
     assert_clean_usage_error(result, log_root, *needles)
 
 

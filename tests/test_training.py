@@ -18,8 +18,20 @@ from mjrl.tasks import load_task
 
 TASK = "Mjrl-Cartpole-Balance"
 # Short episodes keep the test fast; the learning signal is the same dm_control reward.
-SMALL = ["--device", "cpu", "--logger", "none", "--env.num-envs", "64", "--env.episode-length-s", "5",
-         "--agent.num-steps-per-env", "32", "--agent.num-mini-batches", "4"]
+SMALL = [
+    "--device",
+    "cpu",
+    "--logger",
+    "none",
+    "--env.num-envs",
+    "64",
+    "--env.episode-length-s",
+    "5",
+    "--agent.num-steps-per-env",
+    "32",
+    "--agent.num-mini-batches",
+    "4",
+]
 
 
 def train(log_root: Path, *extra: str) -> dict:
@@ -39,9 +51,23 @@ def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(40))
     assert metrics[-1]["env_steps"] == 40 * 64 * 32
-    required = {"iteration", "env_steps", "wall_s", "mean_episode_return", "mean_episode_length", "steps_per_second",
-                "collection_s", "learning_s", "learning_rate", "mean_kl", "value_loss", "surrogate_loss", "entropy",
-                "action_std", "reward/smooth_balance"}
+    required = {
+        "iteration",
+        "env_steps",
+        "wall_s",
+        "mean_episode_return",
+        "mean_episode_length",
+        "steps_per_second",
+        "collection_s",
+        "learning_s",
+        "learning_rate",
+        "mean_kl",
+        "value_loss",
+        "surrogate_loss",
+        "entropy",
+        "action_std",
+        "reward/smooth_balance",
+    }
     assert required <= set(metrics[-1])
     assert [p.name for p in list_checkpoints(run_dir)] == ["model_000020.pt", "model_000040.pt"]
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -112,8 +138,18 @@ def test_resume_continues_iterations_without_repeats(log_root):
 def test_saved_config_reproduces_the_run_settings(log_root):
     first = train(log_root, "--agent.max-iterations", "1", "--agent.learning-rate", "0.0007", "--seed", "3")
     config = Path(first["run_dir"]) / "config.yaml"
-    result = run_cli("train", "--config", str(config), "--log-root", str(log_root), "--run-name", "again",
-                     "--agent.max-iterations", "1", timeout=300)
+    result = run_cli(
+        "train",
+        "--config",
+        str(config),
+        "--log-root",
+        str(log_root),
+        "--run-name",
+        "again",
+        "--agent.max-iterations",
+        "1",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     again = yaml.safe_load((Path(last_json(result.stdout)["run_dir"]) / "config.yaml").read_text())
     original = yaml.safe_load(config.read_text())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,14 +60,143 @@ def parse_train_args(argv: list[str]) -> tuple[Any, Any]:
 def _train(argv: list[str]) -> int:
     task, cfg = parse_train_args(argv)
 
-    from mjrl.distributed.context import single_process
+    from mjrl.distributed.context import launcher_env
+    from mjrl.runner.config import validate
+
+    validate(cfg)
+    under_launcher = launcher_env() is not None
+    if cfg.nproc_per_node:
+        if under_launcher:
+            raise UsageError("already running under a launcher (RANK etc. are set): drop --nproc-per-node")
+        return _launch(task.name, cfg)
+    if cfg.distributed:
+        summary = _distributed_worker(task, cfg)
+    else:
+        if under_launcher:
+            raise UsageError("started by a launcher (RANK etc. are set) but --distributed True is missing")
+        from mjrl.distributed.context import single_process
+        from mjrl.runner.runner import train
+
+        _set_threads(cfg)
+        summary = train(task, cfg, single_process(cfg.device))
+    if summary["rank"] == 0:
+        print(json.dumps({k: summary[k] for k in ("run_dir", "iterations", "env_steps", "checkpoint")}))
+    return 0
+
+
+def _distributed_worker(task: Any, cfg: Any) -> dict:
+    """One rank of a distributed job: join the process group, train, leave the group."""
+    from mjrl.distributed.context import init_distributed, shutdown_distributed
     from mjrl.runner.runner import train
 
     _set_threads(cfg)
-    ctx = single_process(cfg.device)
-    summary = train(task, cfg, ctx)
-    print(json.dumps({k: summary[k] for k in ("run_dir", "iterations", "env_steps", "checkpoint")}))
+    ctx = init_distributed(cfg.device, cfg.collective_timeout_s)
+    try:
+        return train(task, cfg, ctx)
+    finally:
+        shutdown_distributed()
+
+
+def launched_worker(task_name: str, cfg: Any) -> dict:
+    """Entry point of the built-in launcher's workers (module level, for the spawn start
+    method). Bad input ends the worker with exit code 2 and one line, as in the CLI."""
+    from mjrl.tasks import load_task
+
+    try:
+        return _distributed_worker(load_task(task_name), cfg)
+    except UsageError as exc:
+        print(f"train: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def _launch(task_name: str, cfg: Any) -> int:
+    import dataclasses
+
+    import torch
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from mjrl.distributed.launch import LaunchOptions, launch
+
+    if cfg.device.startswith("cuda") and cfg.nproc_per_node > torch.cuda.device_count():
+        raise UsageError(
+            f"--nproc-per-node {cfg.nproc_per_node} but this node has {torch.cuda.device_count()} CUDA device(s)"
+        )
+    opts = LaunchOptions(
+        nproc_per_node=cfg.nproc_per_node,
+        nnodes=cfg.nnodes,
+        node_rank=cfg.node_rank,
+        rdzv_endpoint=cfg.rdzv_endpoint,
+        rdzv_id=cfg.rdzv_id,
+        max_restarts=cfg.max_restarts,
+    )
+    worker_cfg = dataclasses.replace(cfg, distributed=True, nproc_per_node=0)
+    try:
+        results = launch(opts, launched_worker, task_name, worker_cfg)
+    except ChildFailedError as exc:
+        return _report_failure(exc)
+    summary = results.get(0) or next(iter(results.values()))
+    ranks = {str(r): _rank_summary(results[r]) for r in sorted(results)}
+    for rank, info in ranks.items():
+        ret = info["mean_episode_return"]
+        ret_text = f"{ret:.2f}" if ret is not None and math.isfinite(ret) else "-"
+        print(
+            f"rank {rank}: {info['iterations']} iterations | return {ret_text} | "
+            f"{info['steps_per_second']:,.0f} steps/s | parameters {info['parameters_sha256'][:12]}"
+        )
+    print(
+        json.dumps(
+            _finite(
+                {
+                    "run_dir": summary["run_dir"],
+                    "iterations": summary["iterations"],
+                    "env_steps": summary["env_steps"],
+                    "checkpoint": summary["checkpoint"],
+                    "ranks": ranks,
+                }
+            )
+        )
+    )
     return 0
+
+
+def _rank_summary(result: dict) -> dict:
+    """What each rank reports back to the launcher."""
+    m = result["final_metrics"]
+    keys = ("mean_episode_return", "mean_episode_length", "steps_per_second", "collection_s", "learning_s")
+    return {
+        "iterations": result["iterations"],
+        "checkpoint": result["checkpoint"],
+        "parameters_sha256": result["parameters_sha256"],
+        **{k: m.get(k) for k in keys},
+    }
+
+
+def _report_failure(exc: Any) -> int:
+    """The launcher's last lines: which rank failed, on which node, and why. Exit code 2 when
+    every failed rank stopped on bad input (a worker's UsageError), else 1."""
+    codes = []
+    for rank, failure in sorted(exc.failures.items()):
+        if failure.exitcode < 0:
+            cause = f"killed by signal {failure.signal_name()}"
+        else:
+            message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
+            cause = f"exit code {failure.exitcode}" + (f": {message.splitlines()[0]}" if message else "")
+        print(
+            f"train: rank {rank} (local rank {failure.local_rank}, node {socket.gethostname()}, "
+            f"pid {failure.pid}) failed: {cause}",
+            file=sys.stderr,
+        )
+        codes.append(failure.exitcode)
+    return 2 if codes and all(code == 2 for code in codes) else 1
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities are not JSON: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
 
 
 def _set_threads(cfg: Any) -> None:

@@ -1,17 +1,26 @@
 """The distributed context: rank, local rank, world size and device of this process.
 
-Every piece of code that does I/O, reduces a statistic or chooses a device asks this object.
-With one process every reduction is the identity, so single-process code pays nothing.
+This module is the one place that reads the launcher's environment variables and owns the
+process group. Every piece of code that does I/O, reduces a statistic or chooses a device
+asks the `DistContext` it is given. With one process every reduction is the identity, so
+single-process code pays nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import datetime
+import os
+import time
+from collections.abc import Iterable, Iterator
 
 import torch
 import torch.distributed as dist
 
 from mjrl.errors import UsageError
+
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def resolve_device(spec: str, local_rank: int = 0) -> torch.device:
@@ -31,6 +40,51 @@ def resolve_device(spec: str, local_rank: int = 0) -> torch.device:
 
 
 @dataclasses.dataclass(frozen=True)
+class LauncherEnv:
+    """What torchrun (or mjrl's own launcher, which uses torch's elastic agent) tells a worker."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+    job_id: str | None
+    """TORCHELASTIC_RUN_ID: the rendezvous id, the same for every restart of one job."""
+    restart_count: int
+
+
+def launcher_env() -> LauncherEnv | None:
+    """The launcher's variables, or None when this process was not started by a launcher.
+    A partial set is an error: something set some variables by hand."""
+    present = [name for name in LAUNCHER_VARIABLES if name in os.environ]
+    if not present:
+        return None
+    missing = [name for name in LAUNCHER_VARIABLES if name not in os.environ]
+    if missing:
+        raise UsageError(f"launcher variables {', '.join(present)} are set but {', '.join(missing)} are not")
+    env = os.environ
+    return LauncherEnv(
+        rank=int(env["RANK"]),
+        local_rank=int(env["LOCAL_RANK"]),
+        world_size=int(env["WORLD_SIZE"]),
+        local_world_size=int(env["LOCAL_WORLD_SIZE"]),
+        master_addr=env["MASTER_ADDR"],
+        master_port=int(env["MASTER_PORT"]),
+        job_id=env.get("TORCHELASTIC_RUN_ID"),
+        restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+    )
+
+
+@dataclasses.dataclass
+class CommStats:
+    """Wall time spent inside collectives (including waiting for slower ranks)."""
+
+    seconds: float = 0.0
+    calls: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class DistContext:
     """Where this process sits in the job. Created once by the CLI and passed down."""
 
@@ -39,6 +93,19 @@ class DistContext:
     local_rank: int = 0
     world_size: int = 1
     local_world_size: int = 1
+    job_id: str | None = None
+    """The elastic job id (same across restarts), None outside an elastic job."""
+    restart_count: int = 0
+    comm: CommStats = dataclasses.field(default_factory=CommStats, compare=False)
+
+    @contextlib.contextmanager
+    def _timed(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.comm.seconds += time.perf_counter() - start
+            self.comm.calls += 1
 
     @property
     def is_main(self) -> bool:
@@ -52,33 +119,121 @@ class DistContext:
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            with self._timed():
+                dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         """Average `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            with self._timed():
+                dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
             tensor /= self.world_size
         return tensor
 
     def all_reduce_max(self, tensor: torch.Tensor) -> torch.Tensor:
         """Maximum of `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+            with self._timed():
+                dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """(world_size, *tensor.shape): every rank's `tensor`."""
+        if not self.is_distributed:
+            return tensor.unsqueeze(0)
+        out = [torch.empty_like(tensor) for _ in range(self.world_size)]
+        with self._timed():
+            dist.all_gather(out, tensor)
+        return torch.stack(out)
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         """Copy rank `src`'s `tensor` to every rank, in place; returns it."""
         if self.is_distributed:
-            dist.broadcast(tensor, src=src)
+            with self._timed():
+                dist.broadcast(tensor, src=src)
         return tensor
+
+    def broadcast_tensors(self, tensors: Iterable[torch.Tensor], src: int = 0) -> None:
+        """Broadcast many tensors with one collective per dtype (flattened into one buffer)."""
+        if not self.is_distributed:
+            return
+        by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+        for t in tensors:
+            by_dtype.setdefault(t.dtype, []).append(t)
+        for group in by_dtype.values():
+            flat = torch.cat([t.detach().reshape(-1) for t in group])
+            dist.broadcast(flat, src=src)
+            offset = 0
+            for t in group:
+                t.data.copy_(flat[offset : offset + t.numel()].view_as(t))
+                offset += t.numel()
+
+    def broadcast_text(self, text: str | None, src: int = 0) -> str:
+        """Send a short string from rank `src` to every rank (as a uint8 tensor, not a pickle)."""
+        if not self.is_distributed:
+            return text or ""
+        data = (text or "").encode()
+        size = torch.tensor([len(data)], dtype=torch.long, device=self._comm_device)
+        dist.broadcast(size, src=src)
+        buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=self._comm_device)
+        if self.rank == src:
+            buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        dist.broadcast(buf, src=src)
+        return bytes(buf.cpu().tolist()).decode()
+
+    @property
+    def _comm_device(self) -> torch.device:
+        return self.device if dist.is_initialized() and dist.get_backend() == "nccl" else torch.device("cpu")
 
     def barrier(self) -> None:
         if self.is_distributed:
-            dist.barrier()
+            with self._timed():
+                dist.barrier()
 
 
 def single_process(device: str = "auto") -> DistContext:
     """The context of a plain one-process run."""
     return DistContext(device=resolve_device(device))
+
+
+def init_distributed(device_spec: str, timeout_s: float) -> DistContext:
+    """Join the process group described by the launcher's variables (torchrun or mjrl's own
+    launcher). NCCL on CUDA devices, gloo on the CPU; an explicit collective timeout."""
+    env = launcher_env()
+    if env is None:
+        raise UsageError(
+            "--distributed True needs a launcher: start it with `torchrun --nproc_per_node=N --no_python "
+            "train TASK --distributed True ...`, or let mjrl launch itself with `--nproc-per-node N`"
+        )
+    device = resolve_device(device_spec, env.local_rank)
+    if device.type == "cuda":
+        if env.local_world_size > torch.cuda.device_count():
+            raise UsageError(
+                f"{env.local_world_size} processes per node but only {torch.cuda.device_count()} CUDA device(s); "
+                "lower --nproc-per-node or use --device cpu"
+            )
+        torch.cuda.set_device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(
+        backend=backend,
+        init_method="env://",
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        device_id=device if backend == "nccl" else None,
+    )
+    return DistContext(
+        device=device,
+        rank=env.rank,
+        local_rank=env.local_rank,
+        world_size=env.world_size,
+        local_world_size=env.local_world_size,
+        job_id=env.job_id,
+        restart_count=env.restart_count,
+    )
+
+
+def shutdown_distributed() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()

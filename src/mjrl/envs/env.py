@@ -124,6 +124,7 @@ class VecEnv:
         }
         self._reset_stats()
         self.obs_dims = {}
+        self.inject_nan_actions = False
 
         everything = torch.ones(n, dtype=torch.bool, device=device)
         for ev in task.events.values():
@@ -148,6 +149,8 @@ class VecEnv:
         """
         self.last_actions.copy_(self.actions)
         self.actions.copy_(actions.clamp(-self.cfg.action_clip, self.cfg.action_clip))
+        if self.inject_nan_actions:  # fault injection (tests): a corrupted controller
+            self.actions[: self.num_envs // 2] = float("nan")
         self.sim.ctrl.copy_(self.action_offset + self.cfg.action_scale * self.actions)
         self._run_interval_events()
         self.sim.step()
@@ -157,6 +160,15 @@ class VecEnv:
         terminated, truncated = self._compute_dones()
         final_obs = self.compute_obs()
 
+        # Envs whose state, observation or reward is not finite end here (a termination, with
+        # no reward and nothing bootstrapped) and are reset; the others carry on.
+        nonfinite = ~(torch.isfinite(reward) & self._finite_rows(self.sim.qpos, self.sim.qvel, *final_obs.values()))
+        self._nonfinite_count += nonfinite.sum()
+        reward = reward.masked_fill(nonfinite, 0.0)
+        terminated = terminated | nonfinite
+        truncated = truncated & ~nonfinite
+        final_obs = {group: obs.nan_to_num(0.0, 0.0, 0.0) for group, obs in final_obs.items()}
+
         done = terminated | truncated
         self.episode_return += reward
         self._record_finished_episodes(done & self._whole_episode)
@@ -164,6 +176,13 @@ class VecEnv:
         self._whole_episode |= done
         self.obs = self.compute_obs()
         return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
+
+    @staticmethod
+    def _finite_rows(*tensors: torch.Tensor) -> torch.Tensor:
+        finite = torch.isfinite(tensors[0]).all(dim=1)
+        for t in tensors[1:]:
+            finite &= torch.isfinite(t).all(dim=1)
+        return finite
 
     def compute_obs(self) -> Obs:
         obs = {}
@@ -225,11 +244,10 @@ class VecEnv:
                 ev.func(self, mask)
         if self.task.refresh_kinematics_on_reset:
             self.sim.kinematics()
-        keep = ~mask
-        self.episode_length *= keep
-        self.episode_return *= keep
-        self.actions *= keep.unsqueeze(1)
-        self.last_actions *= keep.unsqueeze(1)
+        self.episode_length.masked_fill_(mask, 0)
+        self.episode_return.masked_fill_(mask, 0.0)
+        self.actions.masked_fill_(mask.unsqueeze(1), 0.0)
+        self.last_actions.masked_fill_(mask.unsqueeze(1), 0.0)
 
     # ------------------------------------------------------------------------ statistics
 
@@ -238,6 +256,7 @@ class VecEnv:
         self._reward_term_sums = torch.zeros(n_rew, dtype=torch.float64, device=self.device)
         self._reward_steps = torch.zeros((), dtype=torch.float64, device=self.device)
         self._termination_counts = torch.zeros(n_term, dtype=torch.float64, device=self.device)
+        self._nonfinite_count = torch.zeros((), dtype=torch.float64, device=self.device)
         self._finished_returns = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
         self._finished_lengths = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
         self._finished_total = torch.zeros((), dtype=torch.long, device=self.device)
@@ -260,13 +279,19 @@ class VecEnv:
         lengths = (self._finished_lengths[:-1] * valid).sum()
         return torch.stack([returns.double(), lengths.double(), count.double()])
 
-    def pop_term_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(reward term sums, termination counts) since the last call, and the env steps they
-        cover, as one float64 vector [rewards..., terminations..., steps]; then zeroes them."""
-        out = torch.cat([self._reward_term_sums, self._termination_counts, self._reward_steps.view(1)])
-        self._reward_term_sums.zero_()
-        self._termination_counts.zero_()
-        self._reward_steps.zero_()
+    def pop_term_stats(self) -> torch.Tensor:
+        """Since the last call, as one float64 vector: [reward term sums..., termination
+        counts..., non-finite resets, env steps]; then zeroes them."""
+        out = torch.cat(
+            [
+                self._reward_term_sums,
+                self._termination_counts,
+                self._nonfinite_count.view(1),
+                self._reward_steps.view(1),
+            ]
+        )
+        for stat in (self._reward_term_sums, self._termination_counts, self._nonfinite_count, self._reward_steps):
+            stat.zero_()
         return out
 
     def term_names(self) -> list[str]:

@@ -56,4 +56,14 @@ class AgentConfig:
     max_grad_norm: float = 1.0
     """Clip of the global gradient norm (actor and critic together)."""
     normalize_advantages: bool = True
-    """Normalise advantages with the mean and std of the whole rollout."""
+    """Normalise advantages with the mean and std of the whole rollout (of every rank)."""
+
+    # Multi-rank
+    sync: Literal["gradients", "rollout"] = "gradients"
+    """gradients: average gradients over ranks with one all-reduce per minibatch step.
+    rollout: each rank runs its epochs on its own data, then the parameter change (and Adam's
+    moments) of the whole update is averaged with one all-reduce per iteration, and the
+    adaptive learning rate moves once per iteration from the rank-averaged KL."""
+    replica_check_interval: int = 10
+    """Every this many iterations, compare a checksum of the parameters across ranks and stop
+    on a difference (0: never)."""

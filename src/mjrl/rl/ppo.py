@@ -171,13 +171,15 @@ class PPO:
         size = batch["actions"].shape[0]
         mb_size = size // cfg.num_mini_batches
 
+        per_step_sync = cfg.sync == "gradients"
+        start = None if per_step_sync else self._snapshot()
         sums = torch.zeros(4, device=self.ctx.device)  # surrogate, value, entropy, kl
-        updates = 0
+        updates = skipped = 0
         for _ in range(cfg.num_learning_epochs):
             # A fresh permutation every epoch.
             perm = torch.randperm(size, device=self.ctx.device, generator=self.generator)
-            for start in range(0, size, mb_size):
-                idx = perm[start : start + mb_size]
+            for first in range(0, size, mb_size):
+                idx = perm[first : first + mb_size]
                 mb = {k: v[idx] for k, v in batch.items()}
 
                 # Losses of the current policy on this minibatch.
@@ -191,25 +193,32 @@ class PPO:
                 with torch.no_grad():
                     kl = gaussian_kl(mb["mu"], mb["std"], dist.mean, dist.stddev).mean()
 
-                # Gradients, KL and a non-finite flag averaged over ranks in one all-reduce.
+                # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
+                # "gradients" mode, kept local in "rollout" mode.
                 self.optimizer.zero_grad(set_to_none=False)
                 loss.backward()
-                kl_mean, nonfinite = self._synchronise(kl, loss)
+                kl_value, nonfinite = self._gradient_step_inputs(kl, loss, per_step_sync)
                 if nonfinite:
-                    self._skip_update()
+                    skipped += 1
+                    self.optimizer.zero_grad(set_to_none=False)
+                    if per_step_sync:
+                        self._count_skip()
                     continue
-                self.consecutive_skips = 0
 
                 # Adaptive learning rate from the rank-averaged KL: every rank computes the
                 # same rate itself.
-                if cfg.schedule == "adaptive":
-                    self._adapt_learning_rate(kl_mean)
+                if per_step_sync and cfg.schedule == "adaptive":
+                    self._adapt_learning_rate(kl_value)
 
                 # One global gradient-norm clip, then the step.
                 torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
                 sums += torch.stack([surrogate.detach(), v_loss.detach(), entropy.detach(), kl])
                 updates += 1
+                if per_step_sync:
+                    self.consecutive_skips = 0
+        if not per_step_sync:
+            self._average_rollout_update(start, sums[3] / max(updates, 1), skipped > 0)
 
         means = (self.ctx.all_reduce_mean(sums) / max(updates, 1)).tolist()
         return {
@@ -220,6 +229,12 @@ class PPO:
             "learning_rate": self.learning_rate,
             "action_std": self.policy.log_std.exp().mean().item(),
         }
+
+    def _gradient_step_inputs(self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool) -> tuple[float, bool]:
+        if synchronise:
+            return self._synchronise(kl, loss)
+        finite = torch.isfinite(loss) & torch.stack([torch.isfinite(p.grad).all() for p in self.params]).all()
+        return kl.item(), not bool(finite)
 
     def _synchronise(self, kl: torch.Tensor, loss: torch.Tensor) -> tuple[float, bool]:
         grads = [p.grad.flatten() for p in self.params]
@@ -233,22 +248,77 @@ class PPO:
             offset += g.numel()
         return flat[offset].item(), bool(flat[-1].item() > 0)
 
-    def _skip_update(self) -> None:
+    def _count_skip(self) -> None:
         self.consecutive_skips += 1
-        self.optimizer.zero_grad(set_to_none=False)
         if self.consecutive_skips >= self.MAX_CONSECUTIVE_SKIPS:
             raise NonFiniteUpdate(
                 f"{self.consecutive_skips} consecutive PPO updates had a non-finite loss or gradient; "
                 "lower --agent.learning-rate or check the task's observations and rewards"
             )
 
+    # ------------------------------------------------------------------ "rollout" sync mode
+
+    def _adam_state(self) -> list[torch.Tensor]:
+        """Adam's moment tensors, created (as zeros, step 0) where Adam has not made them yet, so
+        every rank has the same tensors to average or broadcast."""
+        tensors = []
+        for p in self.params:
+            state = self.optimizer.state[p]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            tensors += [state["exp_avg"], state["exp_avg_sq"]]
+        return tensors
+
+    def optimizer_tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the optimizer state (moments and step counts)."""
+        moments = self._adam_state()
+        return moments + [self.optimizer.state[p]["step"] for p in self.params]
+
+    def _snapshot(self) -> list[torch.Tensor]:
+        return [t.detach().clone() for t in [*self.params, *self.optimizer_tensors()]]
+
+    def _average_rollout_update(self, start: list[torch.Tensor], local_kl: torch.Tensor, local_skip: bool) -> None:
+        """Average the change of parameters and Adam moments over ranks with one all-reduce;
+        if any rank met a non-finite value, every rank returns to the starting state."""
+        current = [*self.params, *self.optimizer_tensors()]
+        deltas = [(now.detach() - before).reshape(-1).float() for now, before in zip(current, start, strict=True)]
+        flat = torch.cat([*deltas, local_kl.view(1).float(), torch.tensor([float(local_skip)], device=local_kl.device)])
+        self.ctx.all_reduce_mean(flat)
+        any_skip = flat[-1].item() > 0
+        offset = 0
+        with torch.no_grad():
+            for tensor, before in zip(current, start, strict=True):
+                delta = flat[offset : offset + tensor.numel()].view_as(tensor).to(tensor.dtype)
+                tensor.copy_(before if any_skip else before + delta)
+                offset += tensor.numel()
+        if any_skip:
+            self._count_skip()
+            return
+        self.consecutive_skips = 0
+        if self.cfg.schedule == "adaptive":
+            self._adapt_learning_rate(flat[-2].item())
+
+    # ------------------------------------------------------------------------------ common
+
+    def parameter_checksum(self) -> torch.Tensor:
+        """Two int64 sums over the raw bits of every parameter: equal on two ranks only if their
+        parameters are (almost surely) bit-identical."""
+        bits = torch.cat([p.detach().reshape(-1).float() for p in self.params]).view(torch.int32).long()
+        weights = torch.arange(1, bits.numel() + 1, device=bits.device) % 65521
+        return torch.stack([bits.sum(), (bits * weights).sum()])
+
     def _adapt_learning_rate(self, kl: float) -> None:
         if kl > 2.0 * self.cfg.desired_kl:
-            self.learning_rate = max(1e-5, self.learning_rate / 1.5)
+            self.set_learning_rate(max(1e-5, self.learning_rate / 1.5))
         elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
-            self.learning_rate = min(1e-2, self.learning_rate * 1.5)
+            self.set_learning_rate(min(1e-2, self.learning_rate * 1.5))
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        self.learning_rate = learning_rate
         for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate
+            group["lr"] = learning_rate
 
     def _normalize_globally(self, x: torch.Tensor) -> torch.Tensor:
         stats = torch.stack([x.sum(), (x * x).sum(), x.new_tensor(float(x.numel()))]).double()

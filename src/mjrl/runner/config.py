@@ -39,6 +39,30 @@ class TrainConfig(Generic[EnvT]):
     """Continue the newest run of this task from its newest checkpoint, in the same directory."""
     resume_dir: str = ""
     """Continue this run directory instead of the newest one (implies resume)."""
+    distributed: bool = False
+    """Run as one rank of a job started by torchrun (`torchrun ... --no_python train TASK
+    --distributed True`): rank, world size and rendezvous come from the launcher's variables."""
+    nproc_per_node: int = 0
+    """Start this many ranks on this node with mjrl's built-in elastic launcher (0: one process,
+    no launcher)."""
+    nnodes: int = 1
+    """Nodes of the job (built-in launcher); start `train` on each node with the same flags."""
+    node_rank: int = -1
+    """This node's rank for a static rendezvous at --rdzv-endpoint (-1: c10d rendezvous assigns
+    node ranks)."""
+    rdzv_endpoint: str = ""
+    """HOST:PORT where the nodes meet (needed with --nnodes > 1; default: a free local port)."""
+    rdzv_id: str = ""
+    """Job id shared by all nodes (needed with --nnodes > 1; default: a fresh id). Restarts of
+    the same job id continue the same run directory."""
+    max_restarts: int = 0
+    """Restart the workers of this node up to this many times after a failure; each restart
+    resumes from the newest checkpoint (torch counts restarts per node)."""
+    collective_timeout_s: float = 300.0
+    """Timeout of every collective operation (torch's defaults are 10 to 30 minutes)."""
+    fault: str = ""
+    """Testing only: inject a fault, KIND@RANK:ITERATION with KIND one of raise, exit, kill,
+    hang, perturb, nan (see mjrl/runner/faults.py)."""
     torch_threads: int = 0
     """CPU threads for torch in this process; 0 picks 1 on the CPU (Warp runs its kernels on
     one thread, and small batched ops do not gain from more) and torch's default on a GPU."""
@@ -102,6 +126,13 @@ def validate(cfg: TrainConfig) -> None:
         (agent.learning_rate > 0, "--agent.learning-rate must be positive"),
         (agent.init_noise_std > 0, "--agent.init-noise-std must be positive"),
         (0 < agent.gamma <= 1 and 0 <= agent.lam <= 1, "--agent.gamma must be in (0, 1], --agent.lam in [0, 1]"),
+        (cfg.nproc_per_node >= 0, "--nproc-per-node must be at least 0"),
+        (
+            not (cfg.distributed and cfg.nproc_per_node),
+            "--distributed True is for workers started by torchrun and --nproc-per-node starts mjrl's own "
+            "launcher: give one of them",
+        ),
+        (cfg.collective_timeout_s > 0, "--collective-timeout-s must be positive"),
     ]
     for ok, message in checks:
         if not ok:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,38 @@ def console_line(m: dict[str, Any], max_iterations: int, eta_s: float) -> str:
         f"{m['steps_per_second']:8,.0f} steps/s | coll {m['collection_s']:.2f}s learn {m['learning_s']:.2f}s"
         f" | lr {m['learning_rate']:.1e} | ETA {_duration(eta_s)}"
     )
+
+
+class _Tee:
+    def __init__(self, file, stream):
+        self.file, self.stream = file, stream
+
+    def write(self, text: str) -> int:
+        self.file.write(text)
+        if self.stream is not None:
+            self.stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+        if self.stream is not None:
+            self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+class RankLog:
+    """Copies this process's stdout and stderr into its own log file. Ranks other than 0 keep
+    stdout off the console (one rank prints progress); stderr always reaches it."""
+
+    def __init__(self, path: Path, echo_stdout: bool):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = path.open("a", buffering=1)
+        self._saved = sys.stdout, sys.stderr
+        sys.stdout = _Tee(self.file, sys.stdout if echo_stdout else None)
+        sys.stderr = _Tee(self.file, sys.stderr)
+
+    def close(self) -> None:
+        sys.stdout, sys.stderr = self._saved
+        self.file.close()

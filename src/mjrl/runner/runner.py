@@ -7,6 +7,7 @@ policy and PPO, then runs `Runner.run()`. Only the main rank writes anything to 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import random
 import time
@@ -26,7 +27,8 @@ from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, RolloutBuffer, merge_into
 from mjrl.runner.checkpoint import checkpoint_path, load_newest_checkpoint, save_checkpoint
 from mjrl.runner.config import TrainConfig, to_dict, validate
-from mjrl.runner.loggers import MetricsFile, Tracker, console_line
+from mjrl.runner.faults import Fault
+from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.run_dir import new_run_dir_path, newest_run_dir
 
 
@@ -125,6 +127,8 @@ class Runner:
         self.learning_threads = learning_threads(cfg, ctx)
         self.metrics_file: MetricsFile | None = None
         self.tracker: Tracker | None = None
+        self.rank_log: RankLog | None = None
+        self.fault = Fault.parse(cfg.fault)
         self.last_checkpoint: Path | None = None
 
     # ------------------------------------------------------------------------- the loop
@@ -137,24 +141,30 @@ class Runner:
         session_start, session_iterations = time.perf_counter(), 0
         try:
             while self.iteration < max_it:
+                self.env.inject_nan_actions = False
+                self._inject_fault()
                 t0 = time.perf_counter()
+                comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
                 t1 = time.perf_counter()
                 with torch_threads(self.learning_threads):
                     losses = self.ppo.update(self.buffer, last_values)
                     self.ppo.update_normalizers(self.buffer)
                 t2 = time.perf_counter()
-                metrics = self._iteration_metrics(t1 - t0, t2 - t1, losses)
+                collective_s = self.ctx.comm.seconds - comm_before
+                metrics = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, losses)
                 self.iteration += 1
                 session_iterations += 1
                 per_iteration = (time.perf_counter() - session_start) / session_iterations
                 self._log(metrics, eta_s=per_iteration * (max_it - self.iteration))
+                self._check_replicas()
                 if self.iteration % self.cfg.agent.save_interval == 0 or self.iteration == max_it:
                     self.save()
         finally:
             self._close_outputs()
         return {
             "rank": self.ctx.rank,
+            "parameters_sha256": parameters_sha256(self.ppo.policy),
             "run_dir": str(self.run_dir),
             "iterations": self.iteration,
             "env_steps": self.env_steps,
@@ -186,12 +196,19 @@ class Runner:
 
     # -------------------------------------------------------------------------- metrics
 
-    def _iteration_metrics(self, collection_s: float, learning_s: float, losses: dict) -> dict[str, Any]:
+    def _iteration_metrics(
+        self, collection_s: float, learning_s: float, collective_s: float, losses: dict
+    ) -> dict[str, Any]:
         ctx, env = self.ctx, self.env
+        if not ctx.is_main:  # goes to this rank's log file only
+            print(
+                f"rank {ctx.rank} it {self.iteration + 1}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True
+            )
         # One reduction for everything summed over ranks, one for the slowest rank's timings.
         summed = ctx.all_reduce_sum(torch.cat([env.episode_stats(), env.pop_term_stats()]))
-        timings = ctx.all_reduce_max(torch.tensor([collection_s, learning_s], dtype=torch.float64))
-        summed, (collection_s, learning_s) = summed.tolist(), timings.tolist()
+        timings = torch.tensor([collection_s, learning_s, collective_s], dtype=torch.float64, device=ctx.device)
+        timings = ctx.all_reduce_max(timings)
+        summed, (collection_s, learning_s, collective_s) = summed.tolist(), timings.tolist()
         ret_sum, len_sum, episodes = summed[:3]
         step_count = self.cfg.agent.num_steps_per_env * env.num_envs * ctx.world_size
         self.env_steps += step_count
@@ -205,13 +222,34 @@ class Runner:
             "steps_per_second": step_count / (collection_s + learning_s),
             "collection_s": collection_s,
             "learning_s": learning_s,
+            "collective_s": collective_s,
             **losses,
         }
-        term_values, steps = summed[3:-1], max(summed[-1], 1.0)
+        term_values, steps = summed[3:-2], max(summed[-1], 1.0)
+        metrics["nonfinite_resets"] = int(summed[-2])
         metrics["mean_step_reward"] = sum(term_values[: len(env.task.rewards)]) / steps
         for name, total in zip(env.term_names(), term_values, strict=True):
             metrics[name] = total / steps
         return metrics
+
+    def _inject_fault(self) -> None:
+        if self.fault is not None and self.fault.due(self.ctx.rank, self.iteration, self.ctx.restart_count):
+            if self.fault.kind == "nan":
+                self.env.inject_nan_actions = True
+            else:
+                self.fault.trigger(self.ppo.params)
+
+    def _check_replicas(self) -> None:
+        interval = self.cfg.agent.replica_check_interval
+        if not self.ctx.is_distributed or interval <= 0 or self.iteration % interval:
+            return
+        sums = self.ctx.all_gather(self.ppo.parameter_checksum())
+        differ = [r for r in range(self.ctx.world_size) if not torch.equal(sums[r], sums[0])]
+        if differ:
+            raise ReplicaMismatch(
+                f"after iteration {self.iteration} the parameters of rank(s) {differ} differ from rank 0's; "
+                "data-parallel training lost lockstep"
+            )
 
     def _log(self, metrics: dict[str, Any], eta_s: float) -> None:
         if not self.ctx.is_main:
@@ -233,9 +271,13 @@ class Runner:
     # ---------------------------------------------------------------------- disk output
 
     def _open_outputs(self) -> None:
+        # Rank 0 creates the run directory; then every rank opens its own log file in it.
+        if self.ctx.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.ctx.barrier()
+        self.rank_log = RankLog(self.run_dir / "ranks" / f"rank_{self.ctx.rank}.log", echo_stdout=self.ctx.is_main)
         if not self.ctx.is_main:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         config = to_dict(self.cfg)
         config_text = yaml.safe_dump({"task": self.task_name, **config}, sort_keys=False)
         (self.run_dir / "config.yaml").write_text(config_text)
@@ -245,6 +287,8 @@ class Runner:
         )
 
     def _close_outputs(self) -> None:
+        if self.rank_log is not None:
+            self.rank_log.close()
         if self.metrics_file is not None:
             self.metrics_file.close()
         if self.tracker is not None:
@@ -282,13 +326,77 @@ class Runner:
         return path
 
 
+def parameters_sha256(policy: torch.nn.Module) -> str:
+    """SHA-256 of the raw bytes of every parameter and buffer: equal exactly when bit-identical."""
+    digest = hashlib.sha256()
+    for tensor in policy.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+class ReplicaMismatch(RuntimeError):
+    """The ranks' parameters differ: data-parallel training has lost lockstep."""
+
+
+def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, bool]:
+    """(run directory, whether to continue from its checkpoints). Decided on rank 0 only.
+
+    Inside an elastic job (torchrun or the built-in launcher) the directory is recorded under
+    the job id, so every restart of the same job continues the same run."""
+    explicit = resume_dir_of(task_name, cfg)
+    if explicit is not None:
+        return explicit, True
+    if ctx.job_id is None:
+        return new_run_dir_path(cfg.log_root, task_name, cfg.run_name), False
+    marker = Path(cfg.log_root) / task_name / ".jobs" / ctx.job_id
+    if marker.is_file():
+        run_dir = Path(marker.read_text().strip())
+        return run_dir, any((run_dir / "checkpoints").glob("model_*.pt"))
+    run_dir = new_run_dir_path(cfg.log_root, task_name, cfg.run_name)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(run_dir))
+    return run_dir, False
+
+
+def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, Path | None, dict | None, bool]:
+    """Rank 0 picks the run directory and loads the checkpoint to resume from; every rank
+    learns the directory (and rank 0's usage error, if any, so that all ranks stop cleanly)."""
+    outcome, source, state = "", None, None
+    if ctx.is_main:
+        try:
+            run_dir, resume = choose_run_dir(task_name, cfg, ctx)
+            if resume:
+                source, state = load_newest_checkpoint(run_dir)
+                check_task(state, task_name, source)
+            outcome = f"ok\t{run_dir}\t{int(resume)}"
+        except UsageError as exc:
+            outcome = f"error\t{exc}"
+    kind, *rest = ctx.broadcast_text(outcome).split("\t")
+    if kind == "error":
+        raise UsageError(rest[0])
+    return Path(rest[0]), source, state, rest[1] == "1"
+
+
+def sync_from_main(ctx: DistContext, ppo: PPO, start: dict[str, Any]) -> dict[str, Any]:
+    """Put every rank in lockstep with rank 0: weights, normaliser statistics and optimizer
+    state are broadcast as tensors, then the counters."""
+    if not ctx.is_distributed:
+        return start
+    ctx.broadcast_tensors([*ppo.policy.state_dict().values(), *ppo.optimizer_tensors()])
+    counters = torch.tensor(
+        [start["iteration"], start["env_steps"], start["wall_s"], ppo.learning_rate],
+        dtype=torch.float64,
+        device=ctx.device,
+    )
+    iteration, env_steps, wall_s, learning_rate = ctx.broadcast(counters).tolist()
+    ppo.set_learning_rate(learning_rate)
+    return {**start, "iteration": int(iteration), "env_steps": int(env_steps), "wall_s": wall_s}
+
+
 def train(task: Any, cfg: TrainConfig, ctx: DistContext) -> dict[str, Any]:
     """Run (or resume) one training job on this rank; returns its summary."""
     validate(cfg)
-    resume_dir = resume_dir_of(task.name, cfg)
-    source, state = load_newest_checkpoint(resume_dir) if resume_dir else (None, None)
-    if state is not None:
-        check_task(state, task.name, source)
+    run_dir, source, state, resumed = agree_on_run(task.name, cfg, ctx)
 
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed + ctx.rank)
@@ -299,22 +407,26 @@ def train(task: Any, cfg: TrainConfig, ctx: DistContext) -> dict[str, Any]:
     if state is not None:
         restore_policy(policy, state, source)
         start = restore_training_state(state, ppo, env)
-    else:
-        # Start the normaliser from the first observations instead of from zero mean, unit std.
+    start = sync_from_main(ctx, ppo, start)
+    if resumed and state is None:
+        # Ranks other than 0 continue with fresh random streams of their own.
+        reseed = cfg.seed + ctx.rank + 7919 * start["iteration"]
+        env.generator.manual_seed(reseed)
+        ppo.generator.manual_seed(reseed)
+    if not resumed:
+        # Start the normaliser from the first observations (of every rank) instead of from
+        # zero mean and unit variance.
         for normalizer, group in ((policy.actor_normalizer, "actor"), (policy.critic_normalizer, "critic")):
             if normalizer is not None:
                 merge_into(normalizer, env.obs[group], ctx)
-    run_dir = resume_dir or new_run_dir_path(cfg.log_root, task.name, cfg.run_name)
-    if state is not None and ctx.is_main:
-        print(f"resuming {run_dir} from {source.name} (iteration {start['iteration']})", flush=True)
+    if resumed and ctx.is_main:
+        print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
     return Runner(task.name, cfg, ctx, env, ppo, run_dir, start).run()
 
 
 def restore_training_state(state: dict, ppo: PPO, env: VecEnv) -> dict[str, Any]:
     ppo.optimizer.load_state_dict(state["optimizer"])
-    ppo.learning_rate = state["learning_rate"]
-    for group in ppo.optimizer.param_groups:
-        group["lr"] = ppo.learning_rate
+    ppo.set_learning_rate(state["learning_rate"])
     rng = state["rng"]
     torch.set_rng_state(rng["torch"])
     env.generator.set_state(rng["env"])

@@ -123,12 +123,11 @@ class Simulation:
         kernels on every call (about 6 ms of Python on the CPU); these writes need no host
         synchronisation and can be captured in a CUDA graph.
         """
-        keep = ~mask
+        # masked_fill, not multiplication by the mask: a world reset for NaN state must lose it.
         self.qpos.copy_(torch.where(mask.unsqueeze(1), self.qpos0, self.qpos))
-        for state in (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied):
-            state.mul_(keep.view(-1, *([1] * (state.dim() - 1))).to(state.dtype))
-        self.xfrc_applied.mul_(keep.view(-1, 1, 1).to(self.xfrc_applied.dtype))
-        self.time.mul_(keep.to(self.time.dtype))
+        for state in (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied, self.xfrc_applied):
+            state.masked_fill_(mask.view(-1, *([1] * (state.dim() - 1))), 0.0)
+        self.time.masked_fill_(mask, 0.0)
 
     def forward(self) -> None:
         """Recompute derived quantities (kinematics, sensors) from qpos/qvel without stepping."""

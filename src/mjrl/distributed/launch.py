@@ -1,0 +1,87 @@
+"""mjrl's own launcher: torch's elastic agent started from inside `train`.
+
+`launch()` builds a `LaunchConfig` with every field set explicitly (its defaults are not
+torchrun's: etcd rendezvous, three restarts) and runs a module-level worker function in
+`nproc_per_node` processes. The workers' return values come back to the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from mjrl.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    nproc_per_node: int
+    nnodes: int = 1
+    node_rank: int = -1
+    rdzv_endpoint: str = ""
+    rdzv_id: str = ""
+    max_restarts: int = 0
+    rdzv_timeout_s: int = 60
+    monitor_interval_s: float = 0.1
+
+
+def launch_config(opts: LaunchOptions) -> LaunchConfig:
+    """The elastic agent's configuration; raises UsageError for inconsistent options."""
+    if opts.nproc_per_node < 1:
+        raise UsageError("--nproc-per-node must be at least 1")
+    if opts.nnodes < 1:
+        raise UsageError("--nnodes must be at least 1")
+    if opts.nnodes > 1 and not opts.rdzv_endpoint:
+        raise UsageError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    if opts.nnodes > 1 and not opts.rdzv_id:
+        raise UsageError("--nnodes > 1 needs --rdzv-id JOB (the same on every node)")
+    if opts.max_restarts < 0:
+        raise UsageError("--max-restarts must be at least 0")
+    static = opts.node_rank >= 0
+    if static and not opts.rdzv_endpoint:
+        raise UsageError("--node-rank needs --rdzv-endpoint HOST:PORT of node 0")
+    return LaunchConfig(
+        min_nodes=opts.nnodes,
+        max_nodes=opts.nnodes,
+        nproc_per_node=opts.nproc_per_node,
+        logs_specs=DefaultLogsSpecs(log_dir=None, redirects=Std.NONE, tee=Std.NONE, local_ranks_filter=None),
+        run_id=opts.rdzv_id or uuid.uuid4().hex,
+        role="trainer",
+        # c10d: the agents meet at a TCP store on the endpoint; "localhost:0" lets a single
+        # node pick a free port, as `torchrun --standalone` does.
+        rdzv_endpoint=opts.rdzv_endpoint or "localhost:0",
+        rdzv_backend="static" if static else "c10d",
+        rdzv_configs={"rank": opts.node_rank, "timeout": opts.rdzv_timeout_s}
+        if static
+        else {"timeout": opts.rdzv_timeout_s, "join_timeout": opts.rdzv_timeout_s},
+        rdzv_timeout=opts.rdzv_timeout_s,
+        max_restarts=opts.max_restarts,
+        monitor_interval=opts.monitor_interval_s,
+        start_method="spawn",
+        log_line_prefix_template=None,
+        metrics_cfg={},
+        local_addr=None,
+        event_log_handler="null",
+        numa_options=None,
+        signals_to_handle="SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+        duplicate_stdout_filters=None,
+        duplicate_stderr_filters=None,
+        virtual_local_rank=False,
+        shutdown_timeout=None,
+    )
+
+
+def launch(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> dict[int, Any]:
+    """Run `worker(*args)` on every local rank; returns {global rank: return value} of the
+    ranks on this node. `worker` must be importable at module level (spawn start method)."""
+    config = launch_config(opts)
+    # Restarted workers must not reuse the agent's TCP store of the previous round (torch
+    # issues 135712 and 167288): with this set, every rendezvous round gets a fresh store.
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    return elastic_launch(config, worker)(*args)

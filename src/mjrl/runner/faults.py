@@ -1,0 +1,59 @@
+"""Fault injection for tests of fault tolerance, with real processes: `--fault KIND@RANK:ITERATION`.
+
+At the start of iteration ITERATION (0-based), rank RANK does KIND:
+  raise    raise an exception              exit     os._exit(3) without cleanup
+  kill     SIGKILL itself                  hang     SIGSTOP itself (a hung rank)
+  perturb  change one parameter slightly (the replica check must notice)
+  nan      give NaN actions to the first half of its envs for this iteration
+Faults fire only on the first attempt of an elastic job, so a restart can succeed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+
+import torch
+
+from mjrl.errors import UsageError
+
+KINDS = ("raise", "exit", "kill", "hang", "perturb", "nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    kind: str
+    rank: int
+    iteration: int
+
+    @classmethod
+    def parse(cls, spec: str) -> Fault | None:
+        if not spec:
+            return None
+        try:
+            kind, where = spec.split("@")
+            rank, iteration = (int(x) for x in where.split(":"))
+        except ValueError:
+            raise UsageError(f"--fault {spec!r}: expected KIND@RANK:ITERATION, e.g. raise@1:2") from None
+        if kind not in KINDS:
+            raise UsageError(f"--fault {spec!r}: KIND must be one of {', '.join(KINDS)}")
+        return cls(kind, rank, iteration)
+
+    def due(self, rank: int, iteration: int, restart_count: int) -> bool:
+        return restart_count == 0 and rank == self.rank and iteration == self.iteration
+
+    def trigger(self, parameters: list[torch.Tensor]) -> None:
+        """Carry out the process-level faults; `perturb` changes `parameters` in place."""
+        print(f"injecting fault {self.kind} on rank {self.rank} at iteration {self.iteration}", flush=True)
+        if self.kind == "raise":
+            raise RuntimeError(f"injected fault on rank {self.rank} at iteration {self.iteration}")
+        if self.kind == "exit":
+            os._exit(3)
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "hang":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        if self.kind == "perturb":
+            with torch.no_grad():
+                parameters[0].view(-1)[0] += 1e-3
