@@ -69,16 +69,28 @@ def _train(argv: list[str]) -> int:
         if under_launcher:
             raise UsageError("already running under a launcher (RANK etc. are set): drop --nproc-per-node")
         return _launch(task.name, cfg)
-    if cfg.distributed:
-        summary = _distributed_worker(task, cfg)
-    else:
-        if under_launcher:
-            raise UsageError("started by a launcher (RANK etc. are set) but --distributed True is missing")
-        from mjrl.distributed.context import single_process
-        from mjrl.runner.runner import train
+    from mjrl.runner.preemption import Preempted
 
-        _set_threads(cfg)
-        summary = train(task, cfg, single_process(cfg.device))
+    try:
+        if cfg.distributed:
+            summary = _distributed_worker(task, cfg)
+        else:
+            if under_launcher:
+                raise UsageError("started by a launcher (RANK etc. are set) but --distributed True is missing")
+            from mjrl.distributed.context import single_process
+            from mjrl.runner.preemption import StopFlag
+            from mjrl.runner.runner import train
+
+            _set_threads(cfg)
+            summary = train(task, cfg, single_process(cfg.device), StopFlag().install())
+    except Preempted as stop:
+        if stop.checkpoint is not None:
+            print(
+                f"train: {stop}; wrote {stop.checkpoint}; continue with --resume-dir {stop.run_dir}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return stop.exit_code
     if summary["rank"] == 0:
         print(json.dumps({k: summary[k] for k in ("run_dir", "iterations", "env_steps", "checkpoint")}))
     return 0
@@ -87,19 +99,32 @@ def _train(argv: list[str]) -> int:
 def _distributed_worker(task: Any, cfg: Any) -> dict:
     """One rank of a distributed job: join the process group, train, leave the group."""
     from mjrl.distributed.context import init_distributed, shutdown_distributed
+    from mjrl.runner.preemption import Preempted, StopFlag
     from mjrl.runner.runner import train
 
     _set_threads(cfg)
-    ctx = init_distributed(cfg.device, cfg.collective_timeout_s)
+    stop = StopFlag().install()
+    ctx = init_distributed(cfg.device, cfg.collective_timeout_s, cfg.hang_timeout_s)
+    ctx.watchdog.start()
     try:
-        return train(task, cfg, ctx)
-    finally:
-        shutdown_distributed()
+        summary = train(task, cfg, ctx, stop)
+    except Preempted:
+        ctx.watchdog.stop()
+        raise
+    except BaseException as exc:
+        # Tell the other ranks (on every node) at once, instead of leaving them blocked in a
+        # collective with this one until it times out.
+        ctx.watchdog.abort(f"rank {ctx.rank} failed: {type(exc).__name__}: {exc}")
+        raise
+    ctx.watchdog.stop()
+    shutdown_distributed()
+    return summary
 
 
 def launched_worker(task_name: str, cfg: Any) -> dict:
     """Entry point of the built-in launcher's workers (module level, for the spawn start
     method). Bad input ends the worker with exit code 2 and one line, as in the CLI."""
+    from mjrl.runner.preemption import Preempted
     from mjrl.tasks import load_task
 
     try:
@@ -107,13 +132,18 @@ def launched_worker(task_name: str, cfg: Any) -> dict:
     except UsageError as exc:
         print(f"train: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except Preempted as stop:
+        sys.exit(stop.exit_code)
 
 
 def _launch(task_name: str, cfg: Any) -> int:
     import dataclasses
 
     import torch
+    from torch.distributed import DistNetworkError, DistStoreError
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
 
     from mjrl.distributed.launch import LaunchOptions, launch
 
@@ -134,6 +164,20 @@ def _launch(task_name: str, cfg: Any) -> int:
         results = launch(opts, launched_worker, task_name, worker_cfg)
     except ChildFailedError as exc:
         return _report_failure(exc)
+    except SignalException as exc:
+        # The agent has already passed the signal on: rank 0 checkpointed before exiting.
+        print(
+            f"train: stopped by {exc.sigval.name}; continue with --resume True (or the same --rdzv-id)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 128 + int(exc.sigval)
+    except (RendezvousError, DistNetworkError, DistStoreError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(
+            f"no rendezvous at {cfg.rdzv_endpoint or 'localhost'} within {cfg.rdzv_timeout_s:g} s ({first}); "
+            "check --rdzv-endpoint and that every node was started"
+        ) from None
     summary = results.get(0) or next(iter(results.values()))
     ranks = {str(r): _rank_summary(results[r]) for r in sorted(results)}
     for rank, info in ranks.items():
@@ -171,23 +215,36 @@ def _rank_summary(result: dict) -> dict:
     }
 
 
+WATCHDOG_EXIT = 75  # mjrl.distributed.watchdog.EXIT_CODE, without importing torch here
+
+
 def _report_failure(exc: Any) -> int:
-    """The launcher's last lines: which rank failed, on which node, and why. Exit code 2 when
-    every failed rank stopped on bad input (a worker's UsageError), else 1."""
-    codes = []
-    for rank, failure in sorted(exc.failures.items()):
-        if failure.exitcode < 0:
-            cause = f"killed by signal {failure.signal_name()}"
-        else:
-            message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
-            cause = f"exit code {failure.exitcode}" + (f": {message.splitlines()[0]}" if message else "")
+    """The launcher's last lines: which rank failed, on which node, and why; the root cause
+    first. Exit code 2 when the root cause is bad input (a worker's UsageError), else 1."""
+    failures = exc.failures
+    # A rank stopped by its watchdog only reacted to another rank's failure.
+    roots = [r for r, f in failures.items() if f.exitcode != WATCHDOG_EXIT] or list(failures)
+    root = min(roots, key=lambda r: (failures[r].timestamp, r))
+    for rank in sorted(failures, key=lambda r: (r != root, r)):
+        failure = failures[rank]
+        label = " (first failure)" if rank == root and len(failures) > 1 else ""
         print(
-            f"train: rank {rank} (local rank {failure.local_rank}, node {socket.gethostname()}, "
-            f"pid {failure.pid}) failed: {cause}",
+            f"train: rank {rank}{label} (local rank {failure.local_rank}, node {socket.gethostname()}, "
+            f"pid {failure.pid}) failed: {_failure_cause(failure)}",
             file=sys.stderr,
         )
-        codes.append(failure.exitcode)
-    return 2 if codes and all(code == 2 for code in codes) else 1
+    return 2 if failures[root].exitcode == 2 else 1
+
+
+def _failure_cause(failure: Any) -> str:
+    if failure.exitcode < 0:
+        return f"killed by signal {failure.signal_name()}"
+    message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
+    message = "" if message.startswith("To enable traceback") else message.strip().splitlines()[-1:]
+    message = message[0] if message else ""
+    if failure.exitcode == WATCHDOG_EXIT:
+        return f"stopped by its watchdog: {message}" if message else "stopped by its watchdog"
+    return f"exit code {failure.exitcode}" + (f": {message}" if message else "")
 
 
 def _finite(value: Any) -> Any:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from mjrl.distributed.watchdog import Watchdog
 from mjrl.errors import UsageError
 
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -52,6 +53,8 @@ class LauncherEnv:
     job_id: str | None
     """TORCHELASTIC_RUN_ID: the rendezvous id, the same for every restart of one job."""
     restart_count: int
+    error_file: str | None
+    """TORCHELASTIC_ERROR_FILE: where torch's agent looks for a failed worker's error."""
 
 
 def launcher_env() -> LauncherEnv | None:
@@ -73,6 +76,7 @@ def launcher_env() -> LauncherEnv | None:
         master_port=int(env["MASTER_PORT"]),
         job_id=env.get("TORCHELASTIC_RUN_ID"),
         restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        error_file=env.get("TORCHELASTIC_ERROR_FILE"),
     )
 
 
@@ -97,15 +101,26 @@ class DistContext:
     """The elastic job id (same across restarts), None outside an elastic job."""
     restart_count: int = 0
     comm: CommStats = dataclasses.field(default_factory=CommStats, compare=False)
+    watchdog: Watchdog | None = dataclasses.field(default=None, compare=False)
+    """Heartbeat and abort flag shared by the ranks (multi-rank jobs only)."""
+
+    def progress(self) -> None:
+        """Tell the watchdog that this rank's main thread is making progress."""
+        if self.watchdog is not None:
+            self.watchdog.progress()
 
     @contextlib.contextmanager
     def _timed(self) -> Iterator[None]:
+        if self.watchdog is not None:
+            self.watchdog.enter_collective()
         start = time.perf_counter()
         try:
             yield
         finally:
             self.comm.seconds += time.perf_counter() - start
             self.comm.calls += 1
+            if self.watchdog is not None:
+                self.watchdog.exit_collective()
 
     @property
     def is_main(self) -> bool:
@@ -197,9 +212,10 @@ def single_process(device: str = "auto") -> DistContext:
     return DistContext(device=resolve_device(device))
 
 
-def init_distributed(device_spec: str, timeout_s: float) -> DistContext:
+def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) -> DistContext:
     """Join the process group described by the launcher's variables (torchrun or mjrl's own
-    launcher). NCCL on CUDA devices, gloo on the CPU; an explicit collective timeout."""
+    launcher): NCCL on CUDA devices, gloo on the CPU, an explicit collective timeout, and a
+    watchdog started by the caller (`ctx.watchdog.start()`) once the rank is ready to train."""
     env = launcher_env()
     if env is None:
         raise UsageError(
@@ -214,14 +230,23 @@ def init_distributed(device_spec: str, timeout_s: float) -> DistContext:
                 "lower --nproc-per-node or use --device cpu"
             )
         torch.cuda.set_device(device)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    # Keys live under a prefix of their own per restart round: restarted workers that share the
+    # elastic agent's store must not read the previous round's addresses (torch issues 135712,
+    # 167288).
+    prefix = f"mjrl/{env.job_id or 'job'}/{env.restart_count}"
+    store = dist.PrefixStore(prefix, _rendezvous_store(env, timeout))
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(
         backend=backend,
-        init_method="env://",
+        store=store,
         rank=env.rank,
         world_size=env.world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
+        timeout=timeout,
         device_id=device if backend == "nccl" else None,
+    )
+    watchdog = Watchdog(
+        env.master_addr, env.master_port, prefix, env.rank, env.world_size, hang_timeout_s, env.error_file
     )
     return DistContext(
         device=device,
@@ -231,6 +256,21 @@ def init_distributed(device_spec: str, timeout_s: float) -> DistContext:
         local_world_size=env.local_world_size,
         job_id=env.job_id,
         restart_count=env.restart_count,
+        watchdog=watchdog,
+    )
+
+
+def _rendezvous_store(env: LauncherEnv, timeout: datetime.timedelta) -> dist.TCPStore:
+    """The TCP store at MASTER_ADDR:MASTER_PORT: hosted by torch's elastic agent when it shares
+    its own (TORCHELASTIC_USE_AGENT_STORE=True), else by rank 0."""
+    agent_hosts = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    return dist.TCPStore(
+        env.master_addr,
+        env.master_port,
+        env.world_size,
+        is_master=env.rank == 0 and not agent_hosts,
+        timeout=timeout,
+        wait_for_workers=False,
     )
 
 

@@ -8,7 +8,6 @@ torchrun's: etcd rendezvous, three restarts) and runs a module-level worker func
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +26,7 @@ class LaunchOptions:
     rdzv_endpoint: str = ""
     rdzv_id: str = ""
     max_restarts: int = 0
-    rdzv_timeout_s: int = 60
+    rdzv_timeout_s: float = 60.0
     monitor_interval_s: float = 0.1
 
 
@@ -73,15 +72,13 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         duplicate_stdout_filters=None,
         duplicate_stderr_filters=None,
         virtual_local_rank=False,
-        shutdown_timeout=None,
+        # Seconds between SIGTERM and SIGKILL when workers are stopped: mjrl's workers stop at
+        # the next env step (rank 0 checkpoints first), so torch's 30 s default is only waiting.
+        shutdown_timeout=10,
     )
 
 
 def launch(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> dict[int, Any]:
     """Run `worker(*args)` on every local rank; returns {global rank: return value} of the
     ranks on this node. `worker` must be importable at module level (spawn start method)."""
-    config = launch_config(opts)
-    # Restarted workers must not reuse the agent's TCP store of the previous round (torch
-    # issues 135712 and 167288): with this set, every rendezvous round gets a fresh store.
-    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
-    return elastic_launch(config, worker)(*args)
+    return elastic_launch(launch_config(opts), worker)(*args)

@@ -55,11 +55,16 @@ class TrainConfig(Generic[EnvT]):
     rdzv_id: str = ""
     """Job id shared by all nodes (needed with --nnodes > 1; default: a fresh id). Restarts of
     the same job id continue the same run directory."""
+    rdzv_timeout_s: float = 60.0
+    """How long the built-in launcher waits for all nodes to join the rendezvous."""
     max_restarts: int = 0
     """Restart the workers of this node up to this many times after a failure; each restart
     resumes from the newest checkpoint (torch counts restarts per node)."""
     collective_timeout_s: float = 300.0
     """Timeout of every collective operation (torch's defaults are 10 to 30 minutes)."""
+    hang_timeout_s: float = 60.0
+    """A rank that stops making progress (or stops answering) for this long stops the whole job,
+    named in the error. Must cover the slowest iteration phase between two heartbeats."""
     fault: str = ""
     """Testing only: inject a fault, KIND@RANK:ITERATION with KIND one of raise, exit, kill,
     hang, perturb, nan (see mjrl/runner/faults.py)."""
@@ -133,6 +138,7 @@ def validate(cfg: TrainConfig) -> None:
             "launcher: give one of them",
         ),
         (cfg.collective_timeout_s > 0, "--collective-timeout-s must be positive"),
+        (cfg.hang_timeout_s > 0, "--hang-timeout-s must be positive"),
     ]
     for ok, message in checks:
         if not ok:

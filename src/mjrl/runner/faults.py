@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import sys
 
 import torch
 
@@ -45,7 +46,11 @@ class Fault:
 
     def trigger(self, parameters: list[torch.Tensor]) -> None:
         """Carry out the process-level faults; `perturb` changes `parameters` in place."""
-        print(f"injecting fault {self.kind} on rank {self.rank} at iteration {self.iteration}", flush=True)
+        print(
+            f"injecting fault {self.kind} on rank {self.rank} at iteration {self.iteration}",
+            file=sys.stderr,
+            flush=True,
+        )
         if self.kind == "raise":
             raise RuntimeError(f"injected fault on rank {self.rank} at iteration {self.iteration}")
         if self.kind == "exit":

@@ -136,6 +136,10 @@ class RankLog:
         sys.stdout = _Tee(self.file, sys.stdout if echo_stdout else None)
         sys.stderr = _Tee(self.file, sys.stderr)
 
+    def note(self, text: str) -> None:
+        """A line for the log file only."""
+        self.file.write(text + "\n")
+
     def close(self) -> None:
         sys.stdout, sys.stderr = self._saved
         self.file.close()

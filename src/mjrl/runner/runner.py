@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 import random
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from mjrl.runner.checkpoint import checkpoint_path, load_newest_checkpoint, save
 from mjrl.runner.config import TrainConfig, to_dict, validate
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
+from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
 from mjrl.runner.run_dir import new_run_dir_path, newest_run_dir
 
 
@@ -105,6 +107,7 @@ class Runner:
         ppo: PPO,
         run_dir: Path,
         start: dict[str, Any],
+        stop: StopFlag,
     ):
         self.task_name = task_name
         self.cfg = cfg
@@ -129,6 +132,7 @@ class Runner:
         self.tracker: Tracker | None = None
         self.rank_log: RankLog | None = None
         self.fault = Fault.parse(cfg.fault)
+        self.stop = stop
         self.last_checkpoint: Path | None = None
 
     # ------------------------------------------------------------------------- the loop
@@ -136,6 +140,8 @@ class Runner:
     def run(self) -> dict[str, Any]:
         self._open_outputs()
         self._print_header()
+        if self.ctx.watchdog is not None:
+            self.ctx.watchdog.arm()
         max_it = self.cfg.agent.max_iterations
         metrics: dict[str, Any] = {}
         session_start, session_iterations = time.perf_counter(), 0
@@ -160,6 +166,9 @@ class Runner:
                 self._check_replicas()
                 if self.iteration % self.cfg.agent.save_interval == 0 or self.iteration == max_it:
                     self.save()
+        except StopRequested:
+            checkpoint = self.save()
+            raise Preempted(self.stop.requested, self.iteration, checkpoint, self.run_dir) from None
         finally:
             self._close_outputs()
         return {
@@ -179,6 +188,10 @@ class Runner:
         buf.step = 0
         obs = env.obs
         for _ in range(self.cfg.agent.num_steps_per_env):
+            # Between env steps no collective is in flight: the one safe place to stop.
+            if self.stop.requested:
+                raise StopRequested
+            self.ctx.progress()
             out = ppo.act(obs["actor"], obs["critic"])
             next_obs, reward, terminated, truncated, extras = env.step(out["actions"])
             # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
@@ -276,6 +289,10 @@ class Runner:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ctx.barrier()
         self.rank_log = RankLog(self.run_dir / "ranks" / f"rank_{self.ctx.rank}.log", echo_stdout=self.ctx.is_main)
+        self.rank_log.note(
+            f"rank {self.ctx.rank} pid {os.getpid()} host {socket.gethostname()} "
+            f"attempt {self.ctx.restart_count} device {self.ctx.device}"
+        )
         if not self.ctx.is_main:
             return
         config = to_dict(self.cfg)
@@ -393,7 +410,7 @@ def sync_from_main(ctx: DistContext, ppo: PPO, start: dict[str, Any]) -> dict[st
     return {**start, "iteration": int(iteration), "env_steps": int(env_steps), "wall_s": wall_s}
 
 
-def train(task: Any, cfg: TrainConfig, ctx: DistContext) -> dict[str, Any]:
+def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None) -> dict[str, Any]:
     """Run (or resume) one training job on this rank; returns its summary."""
     validate(cfg)
     run_dir, source, state, resumed = agree_on_run(task.name, cfg, ctx)
@@ -421,7 +438,7 @@ def train(task: Any, cfg: TrainConfig, ctx: DistContext) -> dict[str, Any]:
                 merge_into(normalizer, env.obs[group], ctx)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
-    return Runner(task.name, cfg, ctx, env, ppo, run_dir, start).run()
+    return Runner(task.name, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag()).run()
 
 
 def restore_training_state(state: dict, ppo: PPO, env: VecEnv) -> dict[str, Any]:

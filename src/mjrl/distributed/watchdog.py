@@ -1,0 +1,160 @@
+"""A watchdog thread in every worker: hangs and failures on any rank stop every rank in seconds.
+
+Each rank's watchdog publishes a heartbeat (a tick counter) in the rendezvous store through a
+connection of its own with a short timeout, and reads the others'. It ends its process when:
+
+* a peer's heartbeat stops for `hang_timeout_s` (a stopped, frozen or vanished process; a peer
+  on the same host is killed outright, so that its launcher does not wait for it);
+* its own main thread made no progress for `hang_timeout_s` outside a collective, or sat in one
+  collective that long (a peer stopped taking part);
+* any rank raised the abort flag: a worker that fails posts its error there before it exits,
+  so ranks on other nodes, blocked in a collective with it, stop within about a second
+  instead of waiting for the collective timeout;
+* the store itself stopped answering (the node that hosts it is gone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+import torch.distributed as dist
+
+EXIT_CODE = 75  # a watchdog abort, as opposed to a worker's own error (1) or bad input (2)
+
+
+class Watchdog:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        prefix: str,
+        rank: int,
+        world_size: int,
+        hang_timeout_s: float,
+        error_file: str | None = None,
+        interval_s: float = 0.5,
+    ):
+        self.error_file = error_file
+        self.rank = rank
+        self.world_size = world_size
+        self.hang_timeout_s = hang_timeout_s
+        self.interval_s = interval_s
+        self.address = f"{host}:{port}"
+        store = dist.TCPStore(
+            host,
+            port,
+            is_master=False,
+            wait_for_workers=False,
+            timeout=datetime.timedelta(seconds=max(3.0, 4 * interval_s)),
+        )
+        self.store = dist.PrefixStore(f"{prefix}/watchdog", store)
+        self._last_progress = time.monotonic()
+        self._collective_since: float | None = None
+        self._armed = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mjrl-watchdog", daemon=True)
+
+    # Called from the main thread -------------------------------------------------------
+
+    def start(self) -> None:
+        self.store.set(f"pid/{self.rank}", f"{socket.gethostname()}:{os.getpid()}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5 * self.interval_s)
+
+    def arm(self) -> None:
+        """Start checking this rank's own progress (not during start-up, where compiling the
+        simulator's kernels may legitimately take a minute)."""
+        self._last_progress = time.monotonic()
+        self._armed = True
+
+    def progress(self) -> None:
+        self._last_progress = time.monotonic()
+
+    def enter_collective(self) -> None:
+        self._collective_since = time.monotonic()
+
+    def exit_collective(self) -> None:
+        self._collective_since = None
+        self._last_progress = time.monotonic()
+
+    def abort(self, reason: str) -> None:
+        """Tell every rank to stop, giving `reason` (which names the rank at fault)."""
+        try:
+            if not self.store.check(["abort"]):
+                self.store.set("abort", reason)
+        except Exception:  # the store may be gone too; the launcher still sees this rank die
+            pass
+
+    # The thread --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        peers = [r for r in range(self.world_size) if r != self.rank]
+        started = time.monotonic()
+        last_seen = {r: (None, started) for r in peers}
+        tick = 0
+        while not self._stop.wait(self.interval_s):
+            tick += 1
+            try:
+                self.store.set(f"tick/{self.rank}", str(tick))
+                if self.store.check(["abort"]):
+                    self._exit(self.store.get("abort").decode())
+                now = time.monotonic()
+                for r in peers:
+                    key = f"tick/{r}"
+                    value = self.store.get(key) if self.store.check([key]) else None
+                    if value != last_seen[r][0]:
+                        last_seen[r] = (value, now)
+                    elif now - last_seen[r][1] > self.hang_timeout_s:
+                        self._peer_hung(r, now - last_seen[r][1])
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                self._exit(
+                    f"lost the rendezvous store at {self.address} ({type(exc).__name__}); the node hosting it is gone"
+                )
+            self._check_self(time.monotonic())
+
+    def _check_self(self, now: float) -> None:
+        if not self._armed:
+            return
+        since = self._collective_since
+        if since is not None and now - since > self.hang_timeout_s:
+            self._fail(
+                f"a collective on rank {self.rank} has not completed for {now - since:.0f} s "
+                "(a peer stopped taking part)"
+            )
+        if since is None and now - self._last_progress > self.hang_timeout_s:
+            self._fail(f"rank {self.rank} made no progress for {now - self._last_progress:.0f} s")
+
+    def _peer_hung(self, rank: int, silent_s: float) -> None:
+        reason = f"rank {rank} stopped responding (no heartbeat for {silent_s:.0f} s)"
+        host, _, pid = self.store.get(f"pid/{rank}").decode().rpartition(":")
+        if host == socket.gethostname():
+            # A stopped process ignores SIGTERM: kill it so that its launcher need not wait.
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+        self._fail(reason)
+
+    def _fail(self, reason: str) -> None:
+        self.abort(reason)
+        self._exit(reason)
+
+    def _exit(self, reason: str) -> None:
+        print(f"mjrl watchdog (rank {self.rank}): {reason}", file=sys.__stderr__, flush=True)
+        if self.error_file:
+            # torch's elastic agent reads this file and its launcher reports the message.
+            record = {"message": {"message": reason, "extraInfo": {"timestamp": str(int(time.time()))}}}
+            with contextlib.suppress(OSError), open(self.error_file, "w") as f:
+                json.dump(record, f)
+        os._exit(EXIT_CODE)

@@ -1,0 +1,42 @@
+"""Preemption: SIGTERM or SIGINT asks the run to stop at the next safe point and checkpoint."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import FrameType
+
+
+class StopRequested(Exception):
+    """Raised inside the rollout loop when a stop was requested."""
+
+
+class Preempted(Exception):
+    """The run stopped on a signal after writing a checkpoint (rank 0)."""
+
+    def __init__(self, signum: int, iteration: int, checkpoint: Path | None, run_dir: Path):
+        self.signum, self.iteration, self.checkpoint, self.run_dir = signum, iteration, checkpoint, run_dir
+        super().__init__(f"stopped by {signal.Signals(signum).name} after iteration {iteration}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class StopFlag:
+    """Records the first SIGTERM/SIGINT; the run stops between two env steps (where no rank is
+    inside a collective), rank 0 checkpoints, every rank exits. A second SIGINT interrupts at
+    once."""
+
+    def __init__(self) -> None:
+        self.requested = 0
+
+    def install(self) -> StopFlag:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signum

@@ -1,0 +1,237 @@
+"""The Go1-class quadruped task on real MuJoCo-Warp worlds (CPU): standing, rewards,
+terminations, randomisation, and a short training run through the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from conftest import read_jsonl, run_cli
+
+from mjrl.envs import VecEnv
+from mjrl.tasks import load_task
+from mjrl.tasks import quadruped as quad
+
+TASK = load_task("Mjrl-Velocity-Flat-Quadruped")
+DT = 0.02  # 0.005 s physics steps x decimation 4
+HOME = torch.tensor(quad.LAYOUT.home_qpos)
+STILL = quad.RandomizationConfig(joint_pos_noise=0.0, base_vel_noise=0.0, push_velocity=0.0)
+
+
+def make_env(num_envs: int = 2, **changes) -> VecEnv:
+    changes = {"random_initial_episode_length": False, "obs_noise": False, **changes}
+    cfg = dataclasses.replace(TASK.env_cfg, num_envs=num_envs, **changes)
+    return VecEnv(cfg, TASK.build(cfg), torch.device("cpu"), seed=0)
+
+
+def yaw_quat(angle: float) -> torch.Tensor:
+    return torch.tensor([math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2)])
+
+
+def roll_quat(angle: float) -> torch.Tensor:
+    return torch.tensor([math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0])
+
+
+def put(env: VecEnv, height: float = 0.28, quat: torch.Tensor | None = None, qvel: torch.Tensor | None = None) -> None:
+    """Every env at the home joint pose with the given trunk height, orientation and velocity;
+    `forward` then recomputes contacts, actuator forces and accelerations for that state."""
+    qpos = HOME.clone()
+    qpos[2] = height
+    if quat is not None:
+        qpos[3:7] = quat
+    env.sim.qpos.copy_(qpos.expand_as(env.sim.qpos))
+    env.sim.qvel.copy_(torch.zeros(18) if qvel is None else qvel)
+    env.sim.ctrl.copy_(HOME[7:].expand_as(env.sim.ctrl))
+    env.sim.forward()
+
+
+def reward(env: VecEnv, name: str) -> torch.Tensor:
+    term = env.task.rewards[name]
+    return term.weight * term.func(env)
+
+
+def expect(env: VecEnv, name: str, raw: float | torch.Tensor) -> None:
+    """The weighted term equals the config's weight x dt x the raw value (per env, or the same
+    in every env)."""
+    weight = getattr(env.cfg.rewards, name)
+    assert env.task.rewards[name].weight == pytest.approx(weight * DT)
+    expected = weight * DT * torch.as_tensor(raw, dtype=torch.float32).expand(env.num_envs)
+    assert torch.allclose(reward(env, name), expected, rtol=1e-4, atol=1e-9)
+
+
+# --------------------------------------------------------------------------------- standing
+
+
+def test_stands_for_a_whole_episode_with_zero_actions():
+    env = make_env(num_envs=2, randomization=STILL)
+    actions = torch.zeros(2, 12)
+    lowest, terminations = 1.0, torch.zeros(2, dtype=torch.bool)
+    for step in range(1, env.max_episode_length + 1):
+        _, _, terminated, truncated, extras = env.step(actions)
+        terminations |= terminated
+        lowest = min(lowest, float(extras["final_obs"]["critic"][:, -1].min()))  # base height term
+        if step < env.max_episode_length:
+            assert not truncated.any()
+    assert env.max_episode_length == 1000  # 20 s at 50 Hz
+    assert truncated.all() and not terminations.any()
+    assert lowest > 0.22  # settles about 3-4 cm below the 0.285 m home height, never collapses
+
+
+# ---------------------------------------------------------------------------------- rewards
+
+
+def test_velocity_tracking_rewards_use_the_base_frame():
+    env = make_env()
+    env.buffers["command"][:] = torch.tensor([0.5, 0.0, 1.0])
+    # Trunk turned 90 degrees left: moving along world +y is moving forward.
+    put(env, quat=yaw_quat(math.pi / 2), qvel=torch.tensor([0.0, 0.5, 0, 0, 0, 1.0] + [0.0] * 12))
+    expect(env, "track_lin_vel", 1.0)
+    expect(env, "track_yaw_rate", 1.0)
+    put(env, quat=yaw_quat(math.pi / 2), qvel=torch.tensor([0.5, 0.0, 0, 0, 0, 0.0] + [0.0] * 12))
+    expect(env, "track_lin_vel", math.exp(-(0.5**2 + 0.5**2) / 0.25))  # base velocity (0, -0.5)
+    expect(env, "track_yaw_rate", math.exp(-1.0 / 0.25))
+
+
+def test_base_motion_and_orientation_penalties():
+    env = make_env()
+    put(env, qvel=torch.tensor([0.0, 0.0, 1.0, 1.0, 2.0, 3.0] + [0.0] * 12))
+    expect(env, "lin_vel_z", 1.0)  # (1 m/s)^2
+    assert torch.all(reward(env, "lin_vel_z") < 0)
+    expect(env, "ang_vel_xy", 1.0 + 4.0)  # the yaw rate is not penalised
+    expect(env, "flat_orientation", 0.0)
+    put(env, quat=roll_quat(0.3))
+    expect(env, "flat_orientation", math.sin(0.3) ** 2)
+    assert torch.all(reward(env, "flat_orientation") < 0)
+
+
+def test_effort_and_smoothness_penalties():
+    env = make_env()
+    put(env, height=0.6)  # in the air: no contacts
+    expect(env, "joint_torques", 0.0)
+    calm = reward(env, "joint_acc").clone()
+    env.sim.ctrl.add_(0.1)  # every target 0.1 rad off: kp 40 -> 4 Nm on each joint
+    env.sim.forward()
+    expect(env, "joint_torques", 12 * 4.0**2)
+    jerky = reward(env, "joint_acc")
+    assert torch.all(jerky < calm) and torch.all(calm <= 0)
+    expect(env, "joint_acc", torch.sum(env.sim.qacc[:, 6:] ** 2, dim=1))  # worlds differ in trunk mass
+    env.actions.fill_(1.0)
+    env.last_actions.fill_(-1.0)
+    expect(env, "action_rate", 12 * 2.0**2)
+
+
+def test_undesired_contacts_count_non_foot_parts_on_the_ground():
+    env = make_env()
+    put(env)  # standing, feet slightly in the floor
+    assert quad.foot_contacts(env).all()
+    expect(env, "undesired_contacts", 0.0)
+    put(env, height=0.05)  # trunk on the floor (legs through it)
+    touching = quad.geom_contacts(env)[:, list(quad.LAYOUT.body_geoms)].sum(dim=1)
+    assert torch.all(touching >= 1)
+    expect(env, "undesired_contacts", touching.float())
+
+
+def test_feet_air_time_rewards_long_steps_only_when_commanded_to_move():
+    env = make_env()
+    put(env)  # all four feet on the ground
+    buf = env.buffers
+    buf["command"][:] = torch.tensor([0.8, 0.0, 0.0])
+
+    def landing_after(swing_s: float) -> None:
+        buf["air_time"][:] = torch.tensor([swing_s, 0.0, 0.0, 0.0])  # FR was in the air
+        buf["last_contact"][:] = torch.tensor([False, True, True, True])
+        buf["air_time_stamp"][:] = -1.0  # a new step
+
+    landing_after(0.7)
+    expect(env, "feet_air_time", 0.7 + DT - 0.5)
+    expect(env, "feet_air_time", 0.7 + DT - 0.5)  # evaluating it again in the same step changes nothing
+    assert torch.all(buf["air_time"] == 0)  # the swing ended
+    landing_after(0.1)
+    expect(env, "feet_air_time", 0.1 + DT - 0.5)  # short steps are penalised
+    buf["command"][:] = 0.0
+    landing_after(0.7)
+    expect(env, "feet_air_time", 0.0)  # standing still: no stepping reward
+
+
+# ----------------------------------------------------------------------------- terminations
+
+
+def test_terminations_on_hand_built_states():
+    env = make_env(num_envs=3)
+    put(env)
+    assert not quad.illegal_contact(env).any()
+    assert not quad.bad_orientation(env, 1.0).any()
+    put(env, height=0.05)  # trunk on the ground
+    assert quad.illegal_contact(env).all()
+    put(env, height=0.6, quat=roll_quat(math.pi))  # upside down, in the air
+    assert quad.bad_orientation(env, 1.0).all() and not quad.illegal_contact(env).any()
+    put(env, height=0.6, quat=roll_quat(0.8))
+    assert not quad.bad_orientation(env, 1.0).any()
+    put(env, height=0.6, quat=roll_quat(1.2))
+    assert quad.bad_orientation(env, 1.0).all()
+
+
+def test_step_terminates_and_resets_an_upside_down_robot():
+    env = make_env(num_envs=2, randomization=STILL)
+    qpos = HOME.clone()
+    qpos[2], qpos[3:7] = 0.6, roll_quat(math.pi)
+    env.sim.qpos[0] = qpos  # env 0 upside down, env 1 standing
+    _, _, terminated, truncated, extras = env.step(torch.zeros(2, 12))
+    assert terminated.tolist() == [True, False] and not truncated.any()
+    assert extras["final_obs"]["critic"][0, 8] > 0.9  # gravity points up in the base frame
+    assert env.sim.qpos[0, 2] == pytest.approx(0.285) and env.episode_length[0] == 0
+
+
+# ------------------------------------------------------------------- commands and randomisation
+
+
+def test_commands_randomisation_and_observation_layout():
+    env = make_env(num_envs=64, obs_noise=True)
+    cfg, cmd = env.cfg, env.buffers["command"]
+    standing = (cmd == 0).all(dim=1)
+    assert 0 < int(standing.sum()) < 20  # standing_fraction 0.1 of 64
+    for i, (low, high) in enumerate((cfg.commands.lin_vel_x, cfg.commands.lin_vel_y, cfg.commands.yaw_rate)):
+        assert torch.all((cmd[:, i] >= low) & (cmd[:, i] <= high))
+    friction = quad.ground_friction(env).squeeze(1)
+    mass = quad.trunk_mass_offset(env).squeeze(1)
+    assert torch.all((friction >= 0.5) & (friction <= 1.25)) and friction.std() > 0.1
+    assert torch.all((mass >= -1.0) & (mass <= 1.0)) and mass.std() > 0.3
+    # Every world has its own friction on every geom (so on every contact).
+    geom_friction = env.sim.model_field("geom_friction")[:, :, 0]
+    assert torch.equal(geom_friction, friction.unsqueeze(1).expand_as(geom_friction))
+    assert env.obs_dims == {"actor": 48, "critic": 48 + 7}
+    obs = env.compute_obs()
+    assert not torch.equal(obs["actor"], obs["critic"][:, :48])  # noise on the actor only
+    assert torch.equal(obs["critic"][:, 9:12], cmd)  # commands are never noised
+    assert torch.equal(obs["critic"][:, 48], friction)
+
+
+def test_play_metrics_contract():
+    env = make_env(num_envs=2)
+    env.buffers["command"][:] = torch.tensor([[0.5, 0.0, 0.2], [0.0, 0.0, 0.0]])
+    put(env, qvel=torch.tensor([0.5, 0.0, 0.0, 0.0, 0.0, 0.2] + [0.0] * 12))
+    metrics = quad.play_metrics(env)
+    assert set(metrics) == {"lin_vel_error", "yaw_rate_error"}
+    assert torch.allclose(metrics["lin_vel_error"], torch.tensor([0.0, 0.5]), atol=1e-6)
+    assert torch.allclose(metrics["yaw_rate_error"], torch.tensor([0.0, 0.2]), atol=1e-6)
+
+
+# ------------------------------------------------------------------------------- training
+
+
+def test_two_iterations_through_the_cli(log_root):
+    result = run_cli(
+        "train", "Mjrl-Velocity-Flat-Quadruped",
+        "--env.num-envs", "8", "--agent.max-iterations", "2", "--agent.num-steps-per-env", "8",
+        "--agent.num-mini-batches", "2", "--logger", "none", "--log-root", str(log_root),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (log_root / "Mjrl-Velocity-Flat-Quadruped").iterdir()
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert len(metrics) == 2
+    for line in metrics:
+        for name in TASK.build(TASK.env_cfg).rewards:
+            assert math.isfinite(line[f"reward/{name}"])
+        assert {"termination/illegal_contact", "termination/bad_orientation"} <= set(line)
