@@ -70,3 +70,79 @@ def test_two_ranks_merge_statistics_and_broadcast_identically(tmp_path):
     assert torch.equal(r1["weights"][0], torch.zeros(4))  # rank 0's values reached rank 1
     assert torch.equal(r0["gathered"], torch.tensor([[0, 0], [1, 2]]))
     assert r0["comm_calls"] > 0
+
+
+# ---------------------------------------------------------------- PPO update: 2 ranks == 1 rank
+
+
+def _rollout(envs: slice) -> dict:
+    """A fixed synthetic rollout of 8 envs x 6 steps; `envs` selects this rank's share."""
+    g = torch.Generator().manual_seed(7)
+    shapes = {
+        "actor_obs": (6, 8, 3),
+        "critic_obs": (6, 8, 4),
+        "actions": (6, 8, 2),
+        "log_probs": (6, 8),
+        "values": (6, 8),
+        "rewards": (6, 8),
+        "action_mean": (6, 8, 2),
+    }
+    data = {k: torch.randn(*shape, generator=g) for k, shape in shapes.items()}
+    data["dones"] = (torch.rand(6, 8, generator=g) < 0.2).float()
+    data["action_std"] = torch.ones(6, 8, 2)
+    data["last_values"] = torch.randn(8, generator=g)
+    return {k: (v[:, envs] if v.dim() > 1 else v[envs]) for k, v in data.items()}
+
+
+def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
+    from mjrl.rl.config import AgentConfig
+    from mjrl.rl.networks import ActorCritic
+    from mjrl.rl.ppo import PPO, RolloutBuffer
+
+    torch.manual_seed(0)  # identical initial weights on every rank
+    policy = ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True)
+    cfg = AgentConfig(num_learning_epochs=3, num_mini_batches=1, sync=sync, learning_rate=1e-3)
+    ppo = PPO(policy, cfg, ctx)
+    data = _rollout(envs)
+    last_values = data.pop("last_values")
+    buf = RolloutBuffer(**data, step=6)
+    ppo.update_normalizers(buf)
+    ppo.update(buf, last_values)
+    return {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
+
+
+def _update_worker(rank: int, port: int, out: str, sync: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+    try:
+        ctx = DistContext(device=torch.device("cpu"), rank=rank, world_size=2, local_world_size=2)
+        state = _update(ctx, slice(4 * rank, 4 * rank + 4), sync)
+        torch.save(state, Path(out) / f"{sync}-{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ranks_with_half_the_data_update_exactly_like_one_rank_with_all(tmp_path):
+    port = _free_port()
+    mp.spawn(_update_worker, args=(port, str(tmp_path), "gradients"), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"gradients-{r}.pt", weights_only=True) for r in (0, 1))
+    single = _update(DistContext(device=torch.device("cpu")), slice(0, 8), "gradients")
+    for key in single:
+        assert torch.equal(r0[key], r1[key]), key  # bit-identical replicas
+        # Same maths as one rank on the pooled data (float32 sums in another order).
+        torch.testing.assert_close(r0[key], single[key], rtol=1e-5, atol=1e-6, msg=key)
+    assert not torch.equal(single["actor.0.weight"], _initial_actor_weight())  # the update did move it
+
+
+def test_rollout_sync_mode_keeps_replicas_bit_identical(tmp_path):
+    mp.spawn(_update_worker, args=(_free_port(), str(tmp_path), "rollout"), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"rollout-{r}.pt", weights_only=True) for r in (0, 1))
+    assert all(torch.equal(r0[k], r1[k]) for k in r0)
+    assert not torch.equal(r0["actor.0.weight"], _initial_actor_weight())
+
+
+def _initial_actor_weight() -> torch.Tensor:
+    from mjrl.rl.networks import ActorCritic
+
+    torch.manual_seed(0)
+    return ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True).state_dict()["actor.0.weight"]

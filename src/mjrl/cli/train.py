@@ -158,6 +158,7 @@ def _launch(task_name: str, cfg: Any) -> int:
         rdzv_endpoint=cfg.rdzv_endpoint,
         rdzv_id=cfg.rdzv_id,
         max_restarts=cfg.max_restarts,
+        rdzv_timeout_s=cfg.rdzv_timeout_s,
     )
     worker_cfg = dataclasses.replace(cfg, distributed=True, nproc_per_node=0)
     try:

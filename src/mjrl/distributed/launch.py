@@ -8,6 +8,8 @@ torchrun's: etcd rendezvous, three restarts) and runs a module-level worker func
 from __future__ import annotations
 
 import dataclasses
+import socket
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -81,4 +83,35 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
 def launch(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> dict[int, Any]:
     """Run `worker(*args)` on every local rank; returns {global rank: return value} of the
     ranks on this node. `worker` must be importable at module level (spawn start method)."""
-    return elastic_launch(launch_config(opts), worker)(*args)
+    config = launch_config(opts)
+    if not _hosts_the_store(opts):
+        wait_for_endpoint(opts.rdzv_endpoint, opts.rdzv_timeout_s)
+    return elastic_launch(config, worker)(*args)
+
+
+def _hosts_the_store(opts: LaunchOptions) -> bool:
+    """Whether this node's agent will serve the rendezvous store itself."""
+    if not opts.rdzv_endpoint:
+        return True
+    if opts.node_rank >= 0:
+        return opts.node_rank == 0
+    host = opts.rdzv_endpoint.rsplit(":", 1)[0]
+    return host in ("localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn())
+
+
+def wait_for_endpoint(endpoint: str, timeout_s: float) -> None:
+    """Wait until HOST:PORT accepts TCP connections. torch's own client retries for a fixed
+    minute per attempt, whatever timeout it is given; this bounds the wait by `timeout_s`."""
+    host, _, port = endpoint.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=1.0).close()
+            return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise UsageError(
+                    f"no rendezvous at {endpoint} within {timeout_s:g} s ({exc.strerror or exc}); "
+                    "check --rdzv-endpoint and that node 0 was started"
+                ) from None
+            time.sleep(0.2)

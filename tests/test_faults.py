@@ -1,0 +1,338 @@
+"""Fault tolerance with real processes: kills, exceptions, hangs, restarts, preemption,
+damaged checkpoints and non-finite numbers (CPU, gloo, 2 ranks)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BIN, read_jsonl, run_cli
+
+TASK = "Mjrl-Cartpole-Balance"
+BASE = [
+    "--device",
+    "cpu",
+    "--logger",
+    "none",
+    "--env.num-envs",
+    "16",
+    "--agent.num-steps-per-env",
+    "16",
+    "--agent.num-mini-batches",
+    "2",
+]
+
+
+class Job:
+    """A launcher process whose stderr lines are timestamped as they arrive."""
+
+    def __init__(self, *args: str, log_root: Path, command: list[str] | None = None):
+        self.log_root = log_root
+        argv = command or [str(BIN / "train"), TASK]
+        self.proc = subprocess.Popen(
+            [*argv, *args, "--log-root", str(log_root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[tuple[float, str]] = []
+        self.stdout = ""
+        self._readers = [
+            threading.Thread(target=self._read_err, daemon=True),
+            threading.Thread(target=self._read_out, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_err(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append((time.monotonic(), line))
+
+    def _read_out(self) -> None:
+        self.stdout = self.proc.stdout.read()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(line for _, line in self.lines)
+
+    def wait(self, timeout: float = 300) -> int:
+        code = self.proc.wait(timeout=timeout)
+        for reader in self._readers:
+            reader.join(timeout=10)
+        return code
+
+    def line_time(self, pattern: str) -> float:
+        return next(t for t, line in self.lines if re.search(pattern, line))
+
+    def run_dir(self) -> Path:
+        return wait_for(lambda: next((p for p in (self.log_root / TASK).glob("20*") if p.is_dir()), None))
+
+
+def wait_for(condition, timeout: float = 240.0, poll: float = 0.1):
+    """Poll a condition (a file appearing, a line being written) until it holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+        except (FileNotFoundError, ValueError):
+            value = None
+        if value:
+            return value
+        time.sleep(poll)
+    raise TimeoutError("condition not met")
+
+
+def worker_pids(run_dir: Path) -> dict[int, int]:
+    """{rank: pid} of every attempt, from the lines each rank writes at the top of its log."""
+    pids = {}
+    for log in (run_dir / "ranks").glob("rank_*.log"):
+        for m in re.finditer(r"^rank (\d+) pid (\d+)", log.read_text(), re.M):
+            pids.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purposes only once reaped; check its state.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def assert_nothing_left(log_root: Path) -> None:
+    for run_dir in (log_root / TASK).glob("20*"):
+        for rank, pids in worker_pids(run_dir).items():
+            left = [p for p in pids if alive(p)]
+            assert not left, f"rank {rank} processes still alive: {left}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def log_root(tmp_path: Path):
+    root = tmp_path / "logs"
+    yield root
+    assert_nothing_left(root)
+
+
+# ------------------------------------------------------------------------ death and hangs
+
+
+def test_sigkill_of_a_worker_stops_the_job_within_seconds(log_root):
+    job = Job(*BASE, "--agent.max-iterations", "200", "--nproc-per-node", "2", log_root=log_root)
+    run_dir = job.run_dir()
+    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
+    pid = worker_pids(run_dir)[1][0]
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    assert job.wait() == 1
+    assert time.monotonic() - killed < 10
+    assert re.search(r"rank 1 .*pid \d+\) failed: killed by signal SIGKILL", job.stderr), job.stderr[-2000:]
+
+
+def test_exception_reaches_the_rank_waiting_in_a_collective(log_root):
+    job = Job(
+        *BASE, "--agent.max-iterations", "200", "--nproc-per-node", "2", "--fault", "raise@1:2", log_root=log_root
+    )
+    assert job.wait() == 1
+    # The launcher's report names rank 1 and its exception, whichever rank's exit it saw first.
+    report = r"^train: rank \d.*(rank 1 failed: )?RuntimeError: injected fault on rank 1"
+    assert job.line_time(report) - job.line_time("injecting fault raise") < 10, job.stderr[-3000:]
+
+
+def test_a_failure_on_one_node_stops_the_other_node(log_root):
+    port = free_port()
+    args = [
+        *BASE,
+        "--agent.max-iterations",
+        "200",
+        "--nproc-per-node",
+        "1",
+        "--nnodes",
+        "2",
+        "--rdzv-endpoint",
+        f"localhost:{port}",
+        "--rdzv-id",
+        "fail-two-nodes",
+        "--hang-timeout-s",
+        "5",
+    ]
+    nodes = [Job(*args, log_root=log_root) for _ in range(2)]
+    run_dir = nodes[0].run_dir()
+    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
+    killed = time.monotonic()
+    os.kill(worker_pids(run_dir)[1][0], signal.SIGKILL)
+    codes = [node.wait() for node in nodes]
+    assert all(code != 0 for code in codes), codes
+    assert time.monotonic() - killed < 15
+    assert any("rank 1" in node.stderr for node in nodes)
+
+
+def test_a_stopped_worker_is_detected_within_the_hang_timeout(log_root):
+    job = Job(
+        *BASE, "--agent.max-iterations", "500", "--nproc-per-node", "2", "--hang-timeout-s", "4", log_root=log_root
+    )
+    run_dir = job.run_dir()
+    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
+    stopped = time.monotonic()
+    os.kill(worker_pids(run_dir)[1][0], signal.SIGSTOP)
+    assert job.wait() == 1
+    assert time.monotonic() - stopped < 4 + 5
+    assert "rank 1 stopped responding" in job.stderr, job.stderr[-2000:]
+
+
+# -------------------------------------------------------------------- restarts and resumes
+
+
+def assert_complete_history(run_dir: Path, iterations: int, ranks: int = 2) -> None:
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [m["iteration"] for m in metrics] == list(range(iterations))
+    assert [m["env_steps"] for m in metrics] == [(i + 1) * ranks * 16 * 16 for i in range(iterations)]
+
+
+@pytest.mark.parametrize("launcher", ["builtin", "torchrun"])
+def test_elastic_restart_resumes_from_the_newest_checkpoint(log_root, launcher):
+    args = [*BASE, "--agent.max-iterations", "6", "--agent.save-interval", "2", "--fault", "kill@1:3"]
+    if launcher == "builtin":
+        job = Job(*args, "--nproc-per-node", "2", "--max-restarts", "1", log_root=log_root)
+    else:
+        torchrun = [
+            str(BIN / "torchrun"),
+            "--standalone",
+            "--nproc_per_node=2",
+            "--max-restarts=1",
+            "--no_python",
+            str(BIN / "train"),
+            TASK,
+        ]
+        job = Job(*args, "--distributed", "True", log_root=log_root, command=torchrun)
+    assert job.wait() == 0, job.stderr[-3000:]
+    run_dir = job.run_dir()
+    assert_complete_history(run_dir, 6)  # every iteration exactly once, env_steps continuous
+    attempts = (run_dir / "ranks" / "rank_1.log").read_text()
+    assert "attempt 0" in attempts and "attempt 1" in attempts
+    # Resumed from the periodic checkpoint at 2, or from the one rank 0 wrote at 3 when the agent
+    # stopped it after rank 1 died: at most one checkpoint interval lost.
+    resumed = int(re.search(r"resuming at iteration (\d+)", job.stdout).group(1))
+    assert resumed in (2, 3)
+
+
+def test_sigterm_to_the_launcher_checkpoints_and_resume_continues(log_root):
+    job = Job(
+        *BASE,
+        "--agent.max-iterations",
+        "300",
+        "--agent.save-interval",
+        "1000",
+        "--nproc-per-node",
+        "2",
+        log_root=log_root,
+    )
+    run_dir = job.run_dir()
+    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 3)
+    job.proc.send_signal(signal.SIGTERM)
+    assert job.wait() == 128 + signal.SIGTERM
+    checkpoints = sorted((run_dir / "checkpoints").glob("model_*.pt"))
+    assert checkpoints, "no checkpoint written on SIGTERM"
+    done = len(read_jsonl(run_dir / "metrics.jsonl"))
+    assert checkpoints[-1].name == f"model_{done:06d}.pt"  # no periodic one was due (interval 1000)
+    result = run_cli(
+        "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--agent.max-iterations", str(done + 2)
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"resuming at iteration {done}" in result.stdout
+    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == list(range(done + 2))
+
+
+def test_a_truncated_newest_checkpoint_is_skipped_on_resume(log_root):
+    first = run_cli(
+        "train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "4", "--agent.save-interval", "2"
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    run_dir = next((log_root / TASK).glob("20*"))
+    newest = run_dir / "checkpoints" / "model_000004.pt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    result = run_cli(
+        "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--agent.max-iterations", "5"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "skipping" in result.stderr and "model_000004.pt" in result.stderr
+    assert "resuming at iteration 2" in result.stdout
+    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3, 4]
+
+
+# ------------------------------------------------------------------ numbers and bad input
+
+
+def test_nonfinite_actions_reset_only_the_affected_envs(log_root):
+    result = run_cli(
+        "train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "3", "--fault", "nan@0:1"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = read_jsonl(next((log_root / TASK).glob("20*")) / "metrics.jsonl")
+    assert [m["nonfinite_resets"] for m in metrics] == [0, 8 * 16, 0]  # half of 16 envs, every step
+    assert all(m["value_loss"] is not None for m in metrics)  # updates stayed finite
+
+
+def test_unreachable_rendezvous_is_a_clear_bounded_error(log_root):
+    started = time.monotonic()
+    result = run_cli(
+        "train",
+        TASK,
+        *BASE,
+        "--log-root",
+        str(log_root),
+        "--nproc-per-node",
+        "1",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--rdzv-endpoint",
+        f"localhost:{free_port()}",
+        "--rdzv-id",
+        "nobody",
+        "--rdzv-timeout-s",
+        "3",
+    )
+    assert result.returncode == 2
+    assert time.monotonic() - started < 60
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("train:")]
+    assert len(lines) == 1 and "rendezvous" in lines[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert not log_root.exists()
+
+
+def test_checkpoint_of_another_task_or_shape_is_rejected(log_root):
+    first = run_cli("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
+    assert first.returncode == 0, first.stderr[-2000:]
+    run_dir = next((log_root / TASK).glob("20*"))
+    other = run_cli("play", "Mjrl-Cartpole-Swingup", "--run-dir", str(run_dir), "--device", "cpu")
+    assert other.returncode == 2 and "belongs to task 'Mjrl-Cartpole-Balance'" in other.stderr
+    shape = run_cli(
+        "train",
+        TASK,
+        *BASE,
+        "--log-root",
+        str(log_root),
+        "--resume",
+        "True",
+        "--agent.max-iterations",
+        "2",
+        "--agent.actor-hidden-dims",
+        "8",
+    )
+    assert shape.returncode == 2 and "does not fit" in shape.stderr and "Traceback" not in shape.stderr
+    assert len(list((log_root / TASK).glob("20*"))) == 1
