@@ -91,7 +91,7 @@ def untrained_return(run_dir: Path) -> float:
     torch.manual_seed(0)
     policy = build_policy(env, cfg, torch.device("cpu"))
 
-    returns, _ = run_episodes(env, policy, 16)
+    returns, _, _ = run_episodes(env, policy, 16)
     return sum(returns) / len(returns)
 
 

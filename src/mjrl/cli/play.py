@@ -56,9 +56,10 @@ def _play(argv: list[str]) -> int:
     if cfg.episodes < 1 or cfg.num_envs < 0:
         raise UsageError("--episodes must be at least 1 and --num-envs at least 0")
     result = evaluate(task, cfg)
+    extra = "".join(f" | {k} {v:.3f}" for k, v in result.items() if k.endswith("_error"))
     print(
         f"{task_name}: {result['episodes']} episodes | mean return {result['mean_return']:.2f} | "
-        f"mean length {result['mean_length']:.1f}"
+        f"mean length {result['mean_length']:.1f}{extra}"
     )
     print(json.dumps(result))
     return 0
@@ -93,8 +94,9 @@ def evaluate(task, cfg: PlayConfig) -> dict:
     policy = build_policy(env, train_cfg, device)
     restore_policy(policy, state, path)
     policy.eval()
-    returns, lengths = run_episodes(env, policy, cfg.episodes)
+    returns, lengths, extra = run_episodes(env, policy, cfg.episodes, task.play_metrics)
     return {
+        **{f"mean_{name}": value for name, value in extra.items()},
         "task": task.name,
         "checkpoint": str(path),
         "iteration": state["iteration"],
@@ -106,9 +108,10 @@ def evaluate(task, cfg: PlayConfig) -> dict:
     }
 
 
-def run_episodes(env, policy, episodes: int) -> tuple[list[float], list[int]]:
+def run_episodes(env, policy, episodes: int, metrics_fn=None) -> tuple[list[float], list[int], dict[str, float]]:
     """Each env runs ceil(episodes / num_envs) whole episodes from a reset; the first `episodes`
-    count. Host synchronisation every step is fine here: this is evaluation, not training."""
+    count. `metrics_fn(env)` values are averaged over the steps of the counted episodes. Host
+    synchronisation every step is fine here: this is evaluation, not training."""
     import torch
 
     per_env = math.ceil(episodes / env.num_envs)
@@ -116,9 +119,16 @@ def run_episodes(env, policy, episodes: int) -> tuple[list[float], list[int]]:
     obs = env.reset()
     episode_return = torch.zeros(env.num_envs, device=env.device)
     episode_length = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+    sums: dict[str, float] = {}
+    steps = 0
     with torch.no_grad():
         while min(len(f) for f in finished) < per_env:
+            counting = torch.tensor([len(f) < per_env for f in finished], device=env.device)
             obs, reward, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
+            if metrics_fn is not None:
+                for name, value in metrics_fn(env).items():
+                    sums[name] = sums.get(name, 0.0) + float(value[counting].sum())
+                steps += int(counting.sum())
             episode_return += reward
             episode_length += 1
             done = terminated | truncated
@@ -127,7 +137,8 @@ def run_episodes(env, policy, episodes: int) -> tuple[list[float], list[int]]:
             episode_return *= ~done
             episode_length *= ~done
     pairs = [p for f in finished for p in f[:per_env]][:episodes]
-    return [r for r, _ in pairs], [n for _, n in pairs]
+    means = {name: total / max(steps, 1) for name, total in sums.items()}
+    return [r for r, _ in pairs], [n for _, n in pairs], means
 
 
 def main(argv: list[str] | None = None) -> int:

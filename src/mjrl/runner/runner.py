@@ -6,14 +6,12 @@ policy and PPO, then runs `Runner.run()`. Only the main rank writes anything to 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import random
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,25 +44,6 @@ def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCr
         a.init_noise_std,
         a.normalize_observations,
     ).to(device)
-
-
-def learning_threads(cfg: TrainConfig, ctx: DistContext) -> int:
-    """Torch threads for the PPO update. On the CPU, Warp steps physics on one thread, so the
-    rollout runs with one torch thread; the update has the node's cores to itself, shared by
-    the ranks on the node."""
-    if cfg.torch_threads > 0 or ctx.device.type != "cpu":
-        return torch.get_num_threads()
-    return max(1, (os.cpu_count() or 1) // ctx.local_world_size)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def seed_everything(seed: int) -> None:
@@ -127,7 +106,6 @@ class Runner:
             env.num_actions,
             ctx.device,
         )
-        self.learning_threads = learning_threads(cfg, ctx)
         self.metrics_file: MetricsFile | None = None
         self.tracker: Tracker | None = None
         self.rank_log: RankLog | None = None
@@ -153,9 +131,8 @@ class Runner:
                 comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
                 t1 = time.perf_counter()
-                with torch_threads(self.learning_threads):
-                    losses = self.ppo.update(self.buffer, last_values)
-                    self.ppo.update_normalizers(self.buffer)
+                losses = self.ppo.update(self.buffer, last_values)
+                self.ppo.update_normalizers(self.buffer)
                 t2 = time.perf_counter()
                 collective_s = self.ctx.comm.seconds - comm_before
                 metrics = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, losses)

@@ -1,0 +1,78 @@
+"""Steps/s of 1 rank vs 2 ranks (weak scaling: the same envs per rank), and the share of an
+iteration spent in collectives, for both gradient-sync modes.
+
+    python scripts/bench_distributed.py [--task Mjrl-Cartpole-Balance] [--num-envs 128] [--iterations 12]
+
+Runs `train` as real processes (the built-in launcher for 2 ranks, gloo on the CPU) and reads
+their metrics.jsonl. The first 2 iterations are skipped as warm-up; figures are medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def run(task: str, num_envs: int, iterations: int, ranks: int, sync: str, log_root: str) -> dict:
+    args = [
+        str(BIN / "train"),
+        task,
+        "--device",
+        "cpu",
+        "--logger",
+        "none",
+        "--log-root",
+        log_root,
+        "--env.num-envs",
+        str(num_envs),
+        "--agent.max-iterations",
+        str(iterations),
+        "--agent.sync",
+        sync,
+        "--agent.save-interval",
+        "1000000",
+        "--run-name",
+        f"{ranks}r-{sync}",
+    ]
+    if ranks > 1:
+        args += ["--nproc-per-node", str(ranks)]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    run_dir = Path(json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["run_dir"])
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][2:]
+    iteration_s = [m["collection_s"] + m["learning_s"] for m in metrics]
+    return {
+        "ranks": ranks,
+        "sync": sync,
+        "steps_per_second": round(statistics.median(m["steps_per_second"] for m in metrics)),
+        "collective_share": round(
+            statistics.median(m["collective_s"] / s for m, s in zip(metrics, iteration_s, strict=True)), 4
+        ),
+        "collection_s": round(statistics.median(m["collection_s"] for m in metrics), 3),
+        "learning_s": round(statistics.median(m["learning_s"] for m in metrics), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="Mjrl-Cartpole-Balance")
+    parser.add_argument("--num-envs", type=int, default=128, help="envs per rank")
+    parser.add_argument("--iterations", type=int, default=12)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as log_root:
+        one = run(args.task, args.num_envs, args.iterations, 1, "gradients", log_root)
+        print(json.dumps(one), flush=True)
+        for sync in ("gradients", "rollout"):
+            two = run(args.task, args.num_envs, args.iterations, 2, sync, log_root)
+            two["speedup_vs_1_rank"] = round(two["steps_per_second"] / one["steps_per_second"], 2)
+            print(json.dumps(two), flush=True)
+
+
+if __name__ == "__main__":
+    main()

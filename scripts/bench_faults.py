@@ -1,0 +1,139 @@
+"""Failure detection and recovery times of mjrl's launcher (CPU, gloo, 2 ranks).
+
+    python scripts/bench_faults.py [--repeats 2]
+
+For each scenario: start a 2-rank job, wait for its first iteration, inject the fault for real
+(SIGKILL or SIGSTOP of rank 1's process, or an exception raised in rank 1), and time from the
+fault to the launcher's exit. `restart` times a killed worker's job from the kill to the first
+iteration line of the resumed attempt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+TASK = "Mjrl-Cartpole-Balance"
+BASE = [
+    "--device",
+    "cpu",
+    "--logger",
+    "none",
+    "--env.num-envs",
+    "16",
+    "--agent.num-steps-per-env",
+    "16",
+    "--agent.num-mini-batches",
+    "2",
+    "--agent.max-iterations",
+    "400",
+]
+
+
+def wait_for(condition, timeout: float = 300.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+        except (FileNotFoundError, StopIteration, ValueError):
+            value = None
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError
+
+
+def rank_pid(run_dir: Path, rank: int, attempt: int = 0) -> int:
+    text = (run_dir / "ranks" / f"rank_{rank}.log").read_text()
+    return int(re.search(rf"^rank {rank} pid (\d+) host \S+ attempt {attempt}", text, re.M).group(1))
+
+
+def metrics_lines(run_dir: Path) -> int:
+    return len((run_dir / "metrics.jsonl").read_text().splitlines())
+
+
+def start(log_root: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN / "train"), TASK, *BASE, "--log-root", str(log_root), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def first_run_dir(log_root: Path) -> Path:
+    return wait_for(lambda: next(p for p in (log_root / TASK).glob("20*")))
+
+
+def scenario(name: str, log_root: Path) -> float:
+    if name == "raise":
+        # The fault is raised inside rank 1; time from its first iteration line.
+        job = start(log_root, "--nproc-per-node", "2", "--fault", "raise@1:1")
+        run_dir = first_run_dir(log_root)
+        wait_for(lambda: metrics_lines(run_dir) >= 1)
+        t0 = time.monotonic()
+        job.wait()
+        return time.monotonic() - t0
+    if name == "two-node-kill":
+        port = socket.socket()
+        port.bind(("127.0.0.1", 0))
+        endpoint = f"localhost:{port.getsockname()[1]}"
+        port.close()
+        args = [
+            "--nproc-per-node",
+            "1",
+            "--nnodes",
+            "2",
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            "bench",
+            "--hang-timeout-s",
+            "5",
+        ]
+        jobs = [start(log_root, *args) for _ in range(2)]
+    elif name == "stop":
+        jobs = [start(log_root, "--nproc-per-node", "2", "--hang-timeout-s", "5")]
+    else:
+        extra = ["--max-restarts", "1", "--agent.save-interval", "1"] if name == "restart" else []
+        jobs = [start(log_root, "--nproc-per-node", "2", *extra)]
+    run_dir = first_run_dir(log_root)
+    wait_for(lambda: metrics_lines(run_dir) >= 2)
+    pid = rank_pid(run_dir, 1)
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGSTOP if name == "stop" else signal.SIGKILL)
+    if name == "restart":
+        done = metrics_lines(run_dir)
+        wait_for(lambda: metrics_lines(run_dir) > done + 1)  # an iteration of the new attempt
+        elapsed = time.monotonic() - t0
+        jobs[0].send_signal(signal.SIGTERM)
+        jobs[0].wait()
+        return elapsed
+    for job in jobs:
+        job.wait()
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    for name in ("kill", "raise", "stop", "two-node-kill", "restart"):
+        times = []
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory() as tmp:
+                times.append(round(scenario(name, Path(tmp)), 2))
+        print(json.dumps({"scenario": name, "seconds": times}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
