@@ -78,3 +78,23 @@ def test_merged_moments_equal_pooled_data():
     merged = merge_moments([RunningNormalizer.batch_moments(torch.tensor(x)) for x in (a, b)])
     pooled = RunningNormalizer.batch_moments(torch.tensor(np.concatenate([a, b])))
     assert torch.allclose(merged, pooled, rtol=1e-12)
+
+
+def test_adam_matches_torch_adam():
+    from mjrl.rl.optim import Adam
+
+    torch.manual_seed(0)
+    ours = torch.nn.Linear(4, 3)
+    theirs = torch.nn.Linear(4, 3)
+    theirs.load_state_dict(ours.state_dict())
+    opt_ours = Adam(ours.parameters(), lr=3e-3)
+    opt_theirs = torch.optim.Adam(theirs.parameters(), lr=3e-3, foreach=False)
+    for step in range(20):
+        x = torch.randn(16, 4, generator=torch.Generator().manual_seed(step))
+        for net, opt in ((ours, opt_ours), (theirs, opt_theirs)):
+            opt.zero_grad()
+            (net(x) ** 2).mean().backward()
+            opt.step()
+    for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert opt_ours.state[next(ours.parameters())]["step"].item() == 20

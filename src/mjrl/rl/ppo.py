@@ -16,6 +16,7 @@ from mjrl.distributed import DistContext
 from mjrl.rl.config import AgentConfig
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import RunningNormalizer
+from mjrl.rl.optim import Adam
 
 
 @dataclasses.dataclass
@@ -124,7 +125,7 @@ class PPO:
         self.cfg = cfg
         self.ctx = ctx
         self.learning_rate = cfg.learning_rate
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+        self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.generator = torch.Generator(device=ctx.device)
         self.consecutive_skips = 0
@@ -195,12 +196,12 @@ class PPO:
 
                 # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
                 # "gradients" mode, kept local in "rollout" mode.
-                self.optimizer.zero_grad(set_to_none=False)
+                self.optimizer.zero_grad()
                 loss.backward()
                 kl_value, nonfinite = self._gradient_step_inputs(kl, loss, per_step_sync)
                 if nonfinite:
                     skipped += 1
-                    self.optimizer.zero_grad(set_to_none=False)
+                    self.optimizer.zero_grad()
                     if per_step_sync:
                         self._count_skip()
                     continue
@@ -258,23 +259,9 @@ class PPO:
 
     # ------------------------------------------------------------------ "rollout" sync mode
 
-    def _adam_state(self) -> list[torch.Tensor]:
-        """Adam's moment tensors, created (as zeros, step 0) where Adam has not made them yet, so
-        every rank has the same tensors to average or broadcast."""
-        tensors = []
-        for p in self.params:
-            state = self.optimizer.state[p]
-            if not state:
-                state["step"] = torch.zeros((), dtype=torch.float32)
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            tensors += [state["exp_avg"], state["exp_avg_sq"]]
-        return tensors
-
     def optimizer_tensors(self) -> list[torch.Tensor]:
-        """Every tensor of the optimizer state (moments and step counts)."""
-        moments = self._adam_state()
-        return moments + [self.optimizer.state[p]["step"] for p in self.params]
+        """Every tensor of the optimizer state (Adam's moments and step counts)."""
+        return self.optimizer.tensors()
 
     def _snapshot(self) -> list[torch.Tensor]:
         return [t.detach().clone() for t in [*self.params, *self.optimizer_tensors()]]
@@ -317,8 +304,7 @@ class PPO:
 
     def set_learning_rate(self, learning_rate: float) -> None:
         self.learning_rate = learning_rate
-        for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate
+        self.optimizer.lr = learning_rate
 
     def _normalize_globally(self, x: torch.Tensor) -> torch.Tensor:
         stats = torch.stack([x.sum(), (x * x).sum(), x.new_tensor(float(x.numel()))]).double()
