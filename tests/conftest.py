@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,12 @@ def run_cli(
     return subprocess.run(
         [str(BIN / command), *rest], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
     )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def last_json(stdout: str) -> dict:

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from conftest import free_port
 
 from mjrl.distributed.context import DistContext
 from mjrl.rl.normalizer import RunningNormalizer
 from mjrl.rl.ppo import merge_into
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank_data(rank: int) -> np.ndarray:
@@ -57,7 +51,7 @@ def _worker(rank: int, port: int, out: str) -> None:
 
 
 def test_two_ranks_merge_statistics_and_broadcast_identically(tmp_path):
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in (0, 1))
     pooled = np.concatenate([_rank_data(0), _rank_data(1)])
     for r in (r0, r1):
@@ -123,7 +117,7 @@ def _update_worker(rank: int, port: int, out: str, sync: str) -> None:
 
 
 def test_two_ranks_with_half_the_data_update_exactly_like_one_rank_with_all(tmp_path):
-    port = _free_port()
+    port = free_port()
     mp.spawn(_update_worker, args=(port, str(tmp_path), "gradients"), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"gradients-{r}.pt", weights_only=True) for r in (0, 1))
     single = _update(DistContext(device=torch.device("cpu")), slice(0, 8), "gradients")
@@ -135,7 +129,7 @@ def test_two_ranks_with_half_the_data_update_exactly_like_one_rank_with_all(tmp_
 
 
 def test_rollout_sync_mode_keeps_replicas_bit_identical(tmp_path):
-    mp.spawn(_update_worker, args=(_free_port(), str(tmp_path), "rollout"), nprocs=2, join=True)
+    mp.spawn(_update_worker, args=(free_port(), str(tmp_path), "rollout"), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"rollout-{r}.pt", weights_only=True) for r in (0, 1))
     assert all(torch.equal(r0[k], r1[k]) for k in r0)
     assert not torch.equal(r0["actor.0.weight"], _initial_actor_weight())

@@ -3,13 +3,12 @@ machine, bit-identical replicas in both sync modes, and the replica check (CPU, 
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import BIN, last_json, read_jsonl, run_cli
+from conftest import BIN, free_port, last_json, read_jsonl, run_cli
 
 from mjrl.runner.checkpoint import load_checkpoint
 from mjrl.runner.runner import parameters_sha256
@@ -32,12 +31,6 @@ SMALL = [
     "1",
 ]
 STEPS_PER_RANK_ITERATION = 16 * 16
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def only_run_dir(log_root: Path) -> Path:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, read_jsonl, run_cli
+from conftest import BIN, free_port, read_jsonl, run_cli
 
 TASK = "Mjrl-Cartpole-Balance"
 BASE = [
@@ -112,12 +111,6 @@ def assert_nothing_left(log_root: Path) -> None:
         for rank, pids in worker_pids(run_dir).items():
             left = [p for p in pids if alive(p)]
             assert not left, f"rank {rank} processes still alive: {left}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
