@@ -13,6 +13,7 @@ from mjrl.errors import UsageError
 TASKS: dict[str, tuple[str, str]] = {
     "Mjrl-Cartpole-Balance": ("mjrl.tasks.cartpole:BALANCE", "keep a pole upright on a cart (dm_control reward)"),
     "Mjrl-Cartpole-Swingup": ("mjrl.tasks.cartpole:SWINGUP", "swing a hanging pole up, then balance it"),
+    "Mjrl-Velocity-Flat-Quadruped": ("mjrl.tasks.quadruped:VELOCITY_FLAT", "Go1-class quadruped, velocity tracking"),
 }
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from mjrl.envs import EnvConfig, TaskSpec
+import torch
+
+from mjrl.envs import EnvConfig, TaskSpec, VecEnv
 from mjrl.rl.config import AgentConfig
 
 
@@ -18,3 +20,6 @@ class Task:
     """Default PPO and runner settings."""
     build: Callable[[EnvConfig], TaskSpec]
     """Builds the task's MJCF path and terms from a (possibly user-modified) env config."""
+    play_metrics: Callable[[VecEnv], dict[str, torch.Tensor]] | None = None
+    """Per-env values that `play` averages over every evaluated step and reports as
+    `mean_<name>` (e.g. velocity-tracking errors); None for none."""

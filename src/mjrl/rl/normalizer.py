@@ -12,7 +12,7 @@ from torch import nn
 
 
 class RunningNormalizer(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-8, clip: float = 10.0):
+    def __init__(self, dim: int, eps: float = 1e-2, clip: float = 10.0):
         super().__init__()
         self.eps = eps
         self.clip = clip
@@ -21,8 +21,9 @@ class RunningNormalizer(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # std + eps (rsl_rl's convention): a feature that has barely varied yet is not blown up.
         mean = self.mean.to(x.dtype)
-        std = torch.sqrt(self.var.to(x.dtype) + self.eps)
+        std = torch.sqrt(self.var.to(x.dtype)) + self.eps
         return ((x - mean) / std).clamp(-self.clip, self.clip)
 
     @staticmethod

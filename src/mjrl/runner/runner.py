@@ -408,11 +408,13 @@ def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None =
         env.generator.manual_seed(reseed)
         ppo.generator.manual_seed(reseed)
     if not resumed:
-        # Start the normaliser from the first observations (of every rank) instead of from
-        # zero mean and unit variance.
+        # Start the normaliser from the first observations (of every rank). Features that do
+        # not vary there yet (last action, joint velocities at rest) keep unit variance: their
+        # scale is unknown, and a tiny one would blow the first rollout's deviations up.
         for normalizer, group in ((policy.actor_normalizer, "actor"), (policy.critic_normalizer, "critic")):
             if normalizer is not None:
                 merge_into(normalizer, env.obs[group], ctx)
+                normalizer.var.masked_fill_(normalizer.var < 1e-6, 1.0)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
     return Runner(task.name, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag()).run()

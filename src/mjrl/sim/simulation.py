@@ -85,6 +85,11 @@ class Simulation:
             for name in _STATE_FIELDS:
                 setattr(self, name, wp.to_torch(getattr(self.data, name)))
             self.qacc_warmstart = wp.to_torch(self.data.qacc_warmstart)
+            # Contacts of all worlds in one array: the first `nacon[0]` rows are valid, each with
+            # its two geom ids and its world id.
+            self.contact_geom = wp.to_torch(self.data.contact.geom)
+            self.contact_worldid = wp.to_torch(self.data.contact.worldid)
+            self.nacon = wp.to_torch(self.data.nacon)
             mjw.forward(self.model, self.data)
         self.qpos0 = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
         self._graph = self._capture_substeps() if self._use_graph() else None
