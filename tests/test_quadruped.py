@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from conftest import read_jsonl, run_cli
+from conftest import last_json, read_jsonl, run_cli
 
 from mjrl.envs import VecEnv
 from mjrl.tasks import load_task
@@ -221,16 +221,22 @@ def test_play_metrics_contract():
 # ------------------------------------------------------------------------------- training
 
 
-def test_two_iterations_through_the_cli(log_root):
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_two_iterations_through_the_cli(log_root, ranks):
     result = run_cli(
-        "train", "Mjrl-Velocity-Flat-Quadruped",
+        "train", "Mjrl-Velocity-Flat-Quadruped", "--device", "cpu",
         "--env.num-envs", "8", "--agent.max-iterations", "2", "--agent.num-steps-per-env", "8",
         "--agent.num-mini-batches", "2", "--logger", "none", "--log-root", str(log_root),
+        *(["--nproc-per-node", str(ranks)] if ranks > 1 else []),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = (log_root / "Mjrl-Velocity-Flat-Quadruped").iterdir()
+    (run_dir,) = (log_root / "Mjrl-Velocity-Flat-Quadruped").glob("20*")
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert len(metrics) == 2
+    assert metrics[-1]["env_steps"] == 2 * 8 * 8 * ranks
+    if ranks > 1:
+        ranks_info = last_json(result.stdout)["ranks"]
+        assert ranks_info["0"]["parameters_sha256"] == ranks_info["1"]["parameters_sha256"]
     for line in metrics:
         for name in TASK.build(TASK.env_cfg).rewards:
             assert math.isfinite(line[f"reward/{name}"])

@@ -155,3 +155,49 @@ def test_saved_config_reproduces_the_run_settings(log_root):
     original = yaml.safe_load(config.read_text())
     assert again["agent"]["learning_rate"] == 0.0007 and again["seed"] == 3
     assert {k: v for k, v in again.items() if k != "run_name"} == {k: v for k, v in original.items() if k != "run_name"}
+
+
+def test_tensorboard_and_offline_wandb_tracking(log_root):
+    tb = train(log_root, "--agent.max-iterations", "2", "--logger", "tensorboard", "--run-name", "tb")
+    events = list((Path(tb["run_dir"]) / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0
+    # No API key and no network here: WandB must go offline by itself, inside the run directory,
+    # and a resumed run must continue the same WandB run id.
+    env = {"WANDB_MODE": "", "WANDB_API_KEY": ""}
+    result = run_cli(
+        "train",
+        TASK,
+        *SMALL,
+        "--log-root",
+        str(log_root),
+        "--agent.max-iterations",
+        "1",
+        "--logger",
+        "wandb",
+        "--run-name",
+        "wb",
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(last_json(result.stdout)["run_dir"])
+    resumed = run_cli(
+        "train",
+        TASK,
+        *SMALL,
+        "--log-root",
+        str(log_root),
+        "--agent.max-iterations",
+        "2",
+        "--logger",
+        "wandb",
+        "--resume-dir",
+        str(run_dir),
+        env=env,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2
+    run_id = load_checkpoint(run_dir / "checkpoints" / "model_000002.pt")["wandb_id"]
+    assert all(r.name.endswith(run_id) for r in runs), (runs, run_id)

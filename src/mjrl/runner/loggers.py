@@ -59,7 +59,7 @@ class Tracker:
         elif kind == "wandb":
             import wandb
 
-            if "WANDB_MODE" not in os.environ and not (os.environ.get("WANDB_API_KEY") and _wandb_reachable()):
+            if not os.environ.get("WANDB_MODE") and not (os.environ.get("WANDB_API_KEY") and _wandb_reachable()):
                 os.environ["WANDB_MODE"] = "offline"
             # The run id is stored in the run directory, so a resumed run continues the same
             # WandB run.
