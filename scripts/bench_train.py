@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import resource
+import statistics
 import tempfile
 import time
 
@@ -36,7 +37,8 @@ def bare_physics_rate(task, num_envs: int, steps: int) -> float:
         return steps * num_envs / (time.perf_counter() - start)
 
 
-def training_rate(task, num_envs: int, iterations: int, log_root: str) -> float:
+def training_rate(task, num_envs: int, iterations: int, log_root: str) -> tuple[float, float, float]:
+    """(env steps/s of the whole loop, median collection s, median learning s per iteration)."""
     from mjrl.distributed.context import single_process
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.runner import train
@@ -53,7 +55,8 @@ def training_rate(task, num_envs: int, iterations: int, log_root: str) -> float:
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][1:]  # skip warm-up
     steps = len(metrics) * num_envs * task.agent_cfg.num_steps_per_env
     seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
-    return steps / seconds
+    median = statistics.median
+    return steps / seconds, median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
 
 
 def main() -> None:
@@ -70,7 +73,8 @@ def main() -> None:
     physics = bare_physics_rate(task, args.num_envs, args.physics_steps)
     ceiling = physics / task.env_cfg.sim.decimation
     with tempfile.TemporaryDirectory() as log_root:
-        trained = training_rate(task, args.num_envs, args.iterations, log_root)
+        trained, collection_s, learning_s = training_rate(task, args.num_envs, args.iterations, log_root)
+    rollout_steps = args.num_envs * task.agent_cfg.num_steps_per_env
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
@@ -82,6 +86,9 @@ def main() -> None:
                 "training_env_steps_per_s": round(trained),
                 "ratio": round(trained / ceiling, 3),
                 "peak_rss_mb": round(peak_mb),
+                "collection_s": round(collection_s, 3),
+                "learning_s": round(learning_s, 3),
+                "physics_share_of_collection": round(rollout_steps / ceiling / collection_s, 3),
             }
         )
     )
