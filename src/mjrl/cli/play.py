@@ -72,7 +72,8 @@ def evaluate(task, cfg: PlayConfig) -> dict:
     from mjrl.envs import VecEnv
     from mjrl.runner.checkpoint import load_checkpoint, load_newest_checkpoint
     from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.runner import build_policy, check_task, restore_policy
+    from mjrl.runner.runner import build_policy
+    from mjrl.runner.start import check_task, restore_policy
 
     if cfg.run_dir:
         if not Path(cfg.run_dir).is_dir():

@@ -8,28 +8,31 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import socket
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
-from mjrl.errors import UsageError
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, RolloutBuffer, merge_into
-from mjrl.runner.checkpoint import checkpoint_path, load_newest_checkpoint, save_checkpoint
+from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.runner.config import TrainConfig, to_dict, validate
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
-from mjrl.runner.run_dir import new_run_dir_path, newest_run_dir
+from mjrl.runner.start import (
+    agree_on_run,
+    restore_policy,
+    restore_training_state,
+    seed_everything,
+    sync_from_main,
+)
 
 
 def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
@@ -44,36 +47,6 @@ def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCr
         a.init_noise_std,
         a.normalize_observations,
     ).to(device)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
-    if cfg.resume_dir:
-        path = Path(cfg.resume_dir)
-        if not path.is_dir():
-            raise UsageError(f"--resume-dir {path}: no such run directory")
-        return path
-    return newest_run_dir(cfg.log_root, task_name) if cfg.resume else None
-
-
-def restore_policy(policy: ActorCritic, state: dict, source: Path) -> None:
-    try:
-        policy.load_state_dict(state["policy"])
-    except RuntimeError as exc:
-        raise UsageError(
-            f"checkpoint {source} does not fit this task's policy (different observation, action or "
-            f"layer sizes): {str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
-        ) from exc
-
-
-def check_task(state: dict, task_name: str, source: Path) -> None:
-    if state.get("task") != task_name:
-        raise UsageError(f"checkpoint {source} belongs to task {state.get('task')!r}, not {task_name!r}")
 
 
 class Runner:
@@ -332,61 +305,6 @@ class ReplicaMismatch(RuntimeError):
     """The ranks' parameters differ: data-parallel training has lost lockstep."""
 
 
-def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, bool]:
-    """(run directory, whether to continue from its checkpoints). Decided on rank 0 only.
-
-    Inside an elastic job (torchrun or the built-in launcher) the directory is recorded under
-    the job id, so every restart of the same job continues the same run."""
-    explicit = resume_dir_of(task_name, cfg)
-    if explicit is not None:
-        return explicit, True
-    if ctx.job_id is None:
-        return new_run_dir_path(cfg.log_root, task_name, cfg.run_name), False
-    marker = Path(cfg.log_root) / task_name / ".jobs" / ctx.job_id
-    if marker.is_file():
-        run_dir = Path(marker.read_text().strip())
-        return run_dir, any((run_dir / "checkpoints").glob("model_*.pt"))
-    run_dir = new_run_dir_path(cfg.log_root, task_name, cfg.run_name)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(str(run_dir))
-    return run_dir, False
-
-
-def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, Path | None, dict | None, bool]:
-    """Rank 0 picks the run directory and loads the checkpoint to resume from; every rank
-    learns the directory (and rank 0's usage error, if any, so that all ranks stop cleanly)."""
-    outcome, source, state = "", None, None
-    if ctx.is_main:
-        try:
-            run_dir, resume = choose_run_dir(task_name, cfg, ctx)
-            if resume:
-                source, state = load_newest_checkpoint(run_dir)
-                check_task(state, task_name, source)
-            outcome = f"ok\t{run_dir}\t{int(resume)}"
-        except UsageError as exc:
-            outcome = f"error\t{exc}"
-    kind, *rest = ctx.broadcast_text(outcome).split("\t")
-    if kind == "error":
-        raise UsageError(rest[0])
-    return Path(rest[0]), source, state, rest[1] == "1"
-
-
-def sync_from_main(ctx: DistContext, ppo: PPO, start: dict[str, Any]) -> dict[str, Any]:
-    """Put every rank in lockstep with rank 0: weights, normaliser statistics and optimizer
-    state are broadcast as tensors, then the counters."""
-    if not ctx.is_distributed:
-        return start
-    ctx.broadcast_tensors([*ppo.policy.state_dict().values(), *ppo.optimizer_tensors()])
-    counters = torch.tensor(
-        [start["iteration"], start["env_steps"], start["wall_s"], ppo.learning_rate],
-        dtype=torch.float64,
-        device=ctx.device,
-    )
-    iteration, env_steps, wall_s, learning_rate = ctx.broadcast(counters).tolist()
-    ppo.set_learning_rate(learning_rate)
-    return {**start, "iteration": int(iteration), "env_steps": int(env_steps), "wall_s": wall_s}
-
-
 def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None) -> dict[str, Any]:
     """Run (or resume) one training job on this rank; returns its summary."""
     validate(cfg)
@@ -418,15 +336,3 @@ def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None =
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
     return Runner(task.name, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag()).run()
-
-
-def restore_training_state(state: dict, ppo: PPO, env: VecEnv) -> dict[str, Any]:
-    ppo.optimizer.load_state_dict(state["optimizer"])
-    ppo.set_learning_rate(state["learning_rate"])
-    rng = state["rng"]
-    torch.set_rng_state(rng["torch"])
-    env.generator.set_state(rng["env"])
-    ppo.generator.set_state(rng["ppo"])
-    if "cuda" in rng and env.device.type == "cuda":
-        torch.cuda.set_rng_state(rng["cuda"], env.device)
-    return {k: state[k] for k in ("iteration", "env_steps", "wall_s", "wandb_id")}
