@@ -100,7 +100,6 @@ def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
     data = _rollout(envs)
     last_values = data.pop("last_values")
     buf = RolloutBuffer(**data, step=6)
-    ppo.update_normalizers(buf)
     ppo.update(buf, last_values)
     return {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
 

@@ -61,3 +61,18 @@ def merge_moments(moments: list[torch.Tensor]) -> torch.Tensor:
     mean = (counts[:, None] * means).sum(0) / n
     m2 = m2s.sum(0) + (counts[:, None] * (means - mean) ** 2).sum(0)
     return torch.cat([n.view(1), mean, m2])
+
+
+def moment_sums(x: torch.Tensor) -> torch.Tensor:
+    """[count, sums..., sums of squares...] of a (..., dim) batch in float64: statistics that
+    add up over batches and ranks (one all-reduce pools them)."""
+    x = x.reshape(-1, x.shape[-1]).double()
+    return torch.cat([x.new_tensor([x.shape[0]]), x.sum(dim=0), (x * x).sum(dim=0)])
+
+
+def update_from_sums(normalizer: RunningNormalizer, sums: torch.Tensor) -> None:
+    """Merge pooled `moment_sums` into the normaliser's running statistics."""
+    dim = normalizer.mean.shape[0]
+    n, total, squares = sums[0:1], sums[1 : 1 + dim], sums[1 + dim :]
+    mean = total / n
+    normalizer.update(torch.cat([n, mean, (squares - n * mean**2).clamp(min=0.0)]))

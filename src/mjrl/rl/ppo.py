@@ -15,7 +15,7 @@ import torch
 from mjrl.distributed import DistContext
 from mjrl.rl.config import AgentConfig
 from mjrl.rl.networks import ActorCritic
-from mjrl.rl.normalizer import RunningNormalizer
+from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
 from mjrl.rl.optim import Adam
 
 
@@ -147,19 +147,24 @@ class PPO:
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         return self.policy.value(self.policy.normalize_critic(critic_obs))
 
-    def update(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, float]:
+    def update(self, buf: RolloutBuffer, last_values: torch.Tensor) -> torch.Tensor:
+        """One PPO update on the rollout. Returns this rank's sums [surrogate loss, value loss,
+        entropy, KL, number of steps] for the caller to reduce with its other metrics."""
         cfg = self.cfg
-        # Advantages and returns, then advantages normalised with statistics of the whole
-        # rollout of every rank.
         advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
-        if cfg.normalize_advantages:
-            advantages = self._normalize_globally(advantages)
 
         # Flatten (T, N) into one batch; normalise observations once with the statistics the
         # rollout was collected with, so the stored log-probs match.
         with torch.no_grad():
             actor_obs = self.policy.normalize_actor(buf.actor_obs.flatten(0, 1))
             critic_obs = self.policy.normalize_critic(buf.critic_obs.flatten(0, 1))
+
+        # One all-reduce pools what must agree across ranks: the advantages' moments (they are
+        # normalised with the statistics of every rank's rollout) and the rollout's observation
+        # moments, merged into the normalisers now for the next rollout.
+        adv_mean, adv_std = self._pool_rollout_statistics(advantages, buf)
+        if cfg.normalize_advantages:
+            advantages = (advantages - adv_mean) / (adv_std + 1e-8)
         batch = {
             "actions": buf.actions.flatten(0, 1),
             "log_probs": buf.log_probs.flatten(),
@@ -221,15 +226,7 @@ class PPO:
         if not per_step_sync:
             self._average_rollout_update(start, sums[3] / max(updates, 1), skipped > 0)
 
-        means = (self.ctx.all_reduce_mean(sums) / max(updates, 1)).tolist()
-        return {
-            "surrogate_loss": means[0],
-            "value_loss": means[1],
-            "entropy": means[2],
-            "mean_kl": means[3],
-            "learning_rate": self.learning_rate,
-            "action_std": self.policy.log_std.exp().mean().item(),
-        }
+        return torch.cat([sums.double(), sums.new_tensor([updates], dtype=torch.float64)])
 
     def _gradient_step_inputs(self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool) -> tuple[float, bool]:
         if synchronise:
@@ -306,33 +303,30 @@ class PPO:
         self.learning_rate = learning_rate
         self.optimizer.lr = learning_rate
 
-    def _normalize_globally(self, x: torch.Tensor) -> torch.Tensor:
-        stats = torch.stack([x.sum(), (x * x).sum(), x.new_tensor(float(x.numel()))]).double()
-        self.ctx.all_reduce_sum(stats)
-        mean = stats[0] / stats[2]
-        var = (stats[1] / stats[2] - mean**2).clamp(min=0.0)
-        return ((x - mean) / (var.sqrt() + 1e-8)).to(x.dtype)
-
-    def update_normalizers(self, buf: RolloutBuffer) -> None:
-        """Merge this rollout's observations (of every rank) into the running statistics."""
-        for normalizer, obs in (
-            (self.policy.actor_normalizer, buf.actor_obs),
-            (self.policy.critic_normalizer, buf.critic_obs),
-        ):
-            if normalizer is not None:
-                merge_into(normalizer, obs, self.ctx)
+    def _pool_rollout_statistics(self, advantages: torch.Tensor, buf: RolloutBuffer) -> tuple[float, float]:
+        normalizers = [
+            (normalizer, obs)
+            for normalizer, obs in (
+                (self.policy.actor_normalizer, buf.actor_obs),
+                (self.policy.critic_normalizer, buf.critic_obs),
+            )
+            if normalizer is not None
+        ]
+        a = advantages.double()
+        local = [torch.stack([a.sum(), (a * a).sum(), a.new_tensor(float(a.numel()))])]
+        local += [moment_sums(obs) for _, obs in normalizers]
+        pooled = self.ctx.all_reduce_sum(torch.cat(local))
+        offset = 3
+        for normalizer, obs in normalizers:
+            size = 1 + 2 * obs.shape[-1]
+            update_from_sums(normalizer, pooled[offset : offset + size])
+            offset += size
+        total, squares, count = pooled[:3].tolist()
+        mean = total / count
+        return mean, max(squares / count - mean**2, 0.0) ** 0.5
 
 
 def merge_into(normalizer: RunningNormalizer, obs: torch.Tensor, ctx: DistContext) -> None:
-    """Update `normalizer` with `obs` from every rank: the sums of counts, means x counts and
-    second moments are all-reduced, so each rank ends with the pooled statistics."""
-    moments = RunningNormalizer.batch_moments(obs)
-    dim = normalizer.mean.shape[0]
-    n, mean, m2 = moments[0:1], moments[1 : 1 + dim], moments[1 + dim :]
-    # Pool as (count, sum, sum of squares about the local mean + count * mean^2).
-    sums = torch.cat([n, mean * n, m2 + n * mean**2])
-    ctx.all_reduce_sum(sums)
-    total = sums[0:1]
-    pooled_mean = sums[1 : 1 + dim] / total
-    pooled_m2 = sums[1 + dim :] - total * pooled_mean**2
-    normalizer.update(torch.cat([total, pooled_mean, pooled_m2]))
+    """Update `normalizer` with `obs` from every rank (one all-reduce of their moment sums), so
+    each rank ends with the statistics of the pooled data."""
+    update_from_sums(normalizer, ctx.all_reduce_sum(moment_sums(obs)))

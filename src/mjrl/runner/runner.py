@@ -105,7 +105,6 @@ class Runner:
                 last_values = self.collect()
                 t1 = time.perf_counter()
                 losses = self.ppo.update(self.buffer, last_values)
-                self.ppo.update_normalizers(self.buffer)
                 t2 = time.perf_counter()
                 collective_s = self.ctx.comm.seconds - comm_before
                 metrics = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, losses)
@@ -160,18 +159,21 @@ class Runner:
     # -------------------------------------------------------------------------- metrics
 
     def _iteration_metrics(
-        self, collection_s: float, learning_s: float, collective_s: float, losses: dict
+        self, collection_s: float, learning_s: float, collective_s: float, loss_sums: torch.Tensor
     ) -> dict[str, Any]:
         ctx, env = self.ctx, self.env
         if not ctx.is_main:  # goes to this rank's log file only
             print(
                 f"rank {ctx.rank} it {self.iteration + 1}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True
             )
-        # One reduction for everything summed over ranks, one for the slowest rank's timings.
-        summed = ctx.all_reduce_sum(torch.cat([env.episode_stats(), env.pop_term_stats()]))
+        # One collective for all metrics: every rank's vector is gathered, statistics and losses
+        # are summed over ranks, timings are those of the slowest rank.
         timings = torch.tensor([collection_s, learning_s, collective_s], dtype=torch.float64, device=ctx.device)
-        timings = ctx.all_reduce_max(timings)
-        summed, (collection_s, learning_s, collective_s) = summed.tolist(), timings.tolist()
+        local = torch.cat([env.episode_stats(), env.pop_term_stats(), loss_sums.to(ctx.device), timings])
+        gathered = ctx.all_gather(local)
+        summed = gathered[:, :-3].sum(dim=0).tolist()
+        collection_s, learning_s, collective_s = gathered[:, -3:].max(dim=0).values.tolist()
+        summed, losses = summed[:-5], summed[-5:]
         ret_sum, len_sum, episodes = summed[:3]
         step_count = self.cfg.agent.num_steps_per_env * env.num_envs * ctx.world_size
         self.env_steps += step_count
@@ -186,7 +188,9 @@ class Runner:
             "collection_s": collection_s,
             "learning_s": learning_s,
             "collective_s": collective_s,
-            **losses,
+            **loss_metrics(losses),
+            "learning_rate": self.ppo.learning_rate,
+            "action_std": self.ppo.policy.log_std.exp().mean().item(),
         }
         term_values, steps = summed[3:-2], max(summed[-1], 1.0)
         metrics["nonfinite_resets"] = int(summed[-2])
@@ -291,6 +295,13 @@ class Runner:
         save_checkpoint(path, self.state_dict())
         self.last_checkpoint = path
         return path
+
+
+def loss_metrics(sums: list[float]) -> dict[str, float]:
+    """Means over every minibatch step of every rank, from [surrogate, value, entropy, KL, steps]."""
+    steps = max(sums[4], 1.0)
+    names = ("surrogate_loss", "value_loss", "entropy", "mean_kl")
+    return {name: total / steps for name, total in zip(names, sums[:4], strict=True)}
 
 
 def parameters_sha256(policy: torch.nn.Module) -> str:
