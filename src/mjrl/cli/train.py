@@ -139,18 +139,16 @@ def launched_worker(task_name: str, cfg: Any) -> dict:
 def _launch(task_name: str, cfg: Any) -> int:
     import dataclasses
 
-    import torch
     from torch.distributed import DistNetworkError, DistStoreError
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousError
 
+    from mjrl.distributed.context import check_cuda_capacity
     from mjrl.distributed.launch import LaunchOptions, launch
 
-    if cfg.device.startswith("cuda") and cfg.nproc_per_node > torch.cuda.device_count():
-        raise UsageError(
-            f"--nproc-per-node {cfg.nproc_per_node} but this node has {torch.cuda.device_count()} CUDA device(s)"
-        )
+    if cfg.device.startswith("cuda"):
+        check_cuda_capacity(cfg.nproc_per_node)
     opts = LaunchOptions(
         nproc_per_node=cfg.nproc_per_node,
         nnodes=cfg.nnodes,

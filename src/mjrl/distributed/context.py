@@ -207,6 +207,15 @@ class DistContext:
                 dist.barrier()
 
 
+def check_cuda_capacity(processes_per_node: int) -> None:
+    """Each rank of a node needs a CUDA device of its own."""
+    if processes_per_node > torch.cuda.device_count():
+        raise UsageError(
+            f"{processes_per_node} processes per node but this node has {torch.cuda.device_count()} CUDA device(s); "
+            "lower --nproc-per-node or use --device cpu"
+        )
+
+
 def single_process(device: str = "auto") -> DistContext:
     """The context of a plain one-process run."""
     return DistContext(device=resolve_device(device))
@@ -224,11 +233,7 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         )
     device = resolve_device(device_spec, env.local_rank)
     if device.type == "cuda":
-        if env.local_world_size > torch.cuda.device_count():
-            raise UsageError(
-                f"{env.local_world_size} processes per node but only {torch.cuda.device_count()} CUDA device(s); "
-                "lower --nproc-per-node or use --device cpu"
-            )
+        check_cuda_capacity(env.local_world_size)
         torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=timeout_s)
     # Keys live under a prefix of their own per restart round: restarted workers that share the

@@ -124,9 +124,8 @@ class PPO:
         self.policy = policy
         self.cfg = cfg
         self.ctx = ctx
-        self.learning_rate = cfg.learning_rate
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
-        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.params = self.optimizer.params
         self.generator = torch.Generator(device=ctx.device)
         self.consecutive_skips = 0
 
@@ -256,17 +255,13 @@ class PPO:
 
     # ------------------------------------------------------------------ "rollout" sync mode
 
-    def optimizer_tensors(self) -> list[torch.Tensor]:
-        """Every tensor of the optimizer state (Adam's moments and step counts)."""
-        return self.optimizer.tensors()
-
     def _snapshot(self) -> list[torch.Tensor]:
-        return [t.detach().clone() for t in [*self.params, *self.optimizer_tensors()]]
+        return [t.detach().clone() for t in [*self.params, *self.optimizer.tensors()]]
 
     def _average_rollout_update(self, start: list[torch.Tensor], local_kl: torch.Tensor, local_skip: bool) -> None:
         """Average the change of parameters and Adam moments over ranks with one all-reduce;
         if any rank met a non-finite value, every rank returns to the starting state."""
-        current = [*self.params, *self.optimizer_tensors()]
+        current = [*self.params, *self.optimizer.tensors()]
         deltas = [(now.detach() - before).reshape(-1).float() for now, before in zip(current, start, strict=True)]
         flat = torch.cat([*deltas, local_kl.view(1).float(), torch.tensor([float(local_skip)], device=local_kl.device)])
         self.ctx.all_reduce_mean(flat)
@@ -299,8 +294,11 @@ class PPO:
         elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
             self.set_learning_rate(min(1e-2, self.learning_rate * 1.5))
 
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.lr
+
     def set_learning_rate(self, learning_rate: float) -> None:
-        self.learning_rate = learning_rate
         self.optimizer.lr = learning_rate
 
     def _pool_rollout_statistics(self, advantages: torch.Tensor, buf: RolloutBuffer) -> tuple[float, float]:

@@ -98,7 +98,6 @@ class Runner:
         session_start, session_iterations = time.perf_counter(), 0
         try:
             while self.iteration < max_it:
-                self.env.inject_nan_actions = False
                 self._inject_fault()
                 t0 = time.perf_counter()
                 comm_before = self.ctx.comm.seconds
@@ -200,11 +199,11 @@ class Runner:
         return metrics
 
     def _inject_fault(self) -> None:
-        if self.fault is not None and self.fault.due(self.ctx.rank, self.iteration, self.ctx.restart_count):
-            if self.fault.kind == "nan":
-                self.env.inject_nan_actions = True
-            else:
-                self.fault.trigger(self.ppo.params)
+        """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
+        due = self.fault is not None and self.fault.due(self.ctx.rank, self.iteration, self.ctx.restart_count)
+        self.env.inject_nan_actions = due and self.fault.kind == "nan"
+        if due and self.fault.kind != "nan":
+            self.fault.trigger(self.ppo.params)
 
     def _check_replicas(self) -> None:
         interval = self.cfg.agent.replica_check_interval

@@ -94,7 +94,7 @@ def sync_from_main(ctx: DistContext, ppo: PPO, start: dict[str, Any]) -> dict[st
     state are broadcast as tensors, then the counters."""
     if not ctx.is_distributed:
         return start
-    ctx.broadcast_tensors([*ppo.policy.state_dict().values(), *ppo.optimizer_tensors()])
+    ctx.broadcast_tensors([*ppo.policy.state_dict().values(), *ppo.optimizer.tensors()])
     counters = torch.tensor(
         [start["iteration"], start["env_steps"], start["wall_s"], ppo.learning_rate],
         dtype=torch.float64,

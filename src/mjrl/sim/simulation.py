@@ -63,6 +63,7 @@ _STATE_FIELDS = (
     "qfrc_actuator",
     "cfrc_ext",
     "time",
+    "qacc_warmstart",
 )
 
 
@@ -84,7 +85,6 @@ class Simulation:
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=cfg.nconmax, njmax=cfg.njmax)
             for name in _STATE_FIELDS:
                 setattr(self, name, wp.to_torch(getattr(self.data, name)))
-            self.qacc_warmstart = wp.to_torch(self.data.qacc_warmstart)
             # Contacts of all worlds in one array: the first `nacon[0]` rows are valid, each with
             # its two geom ids and its world id.
             self.contact_geom = wp.to_torch(self.data.contact.geom)
