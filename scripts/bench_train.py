@@ -5,6 +5,11 @@
 Prints the bare physics rate (a loop of `mujoco_warp.step`), that rate divided by the task's
 decimation (the ceiling for env steps/s), the full training loop's env steps/s (collection
 plus PPO update), their ratio, and peak resident memory.
+
+mjrl replays a captured substep loop instead of calling `mujoco_warp.step` from Python, which is
+faster than the bare loop on the CPU too. So the script also measures that replay alone
+(`replayed_physics_steps_per_s`) and reports the share of the training loop's time that the
+physics takes (`physics_share_of_training`): everything else is overhead left to remove.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import time
 import torch
 
 
-def bare_physics_rate(task, num_envs: int, steps: int) -> float:
+def physics_rates(task, num_envs: int, steps: int) -> tuple[float, float]:
+    """World-steps/s of (a loop of bare `mujoco_warp.step` calls, mjrl's replayed substep loop)."""
     import mujoco_warp as mjw
     import warp as wp
 
@@ -34,7 +40,13 @@ def bare_physics_rate(task, num_envs: int, steps: int) -> float:
         start = time.perf_counter()
         for _ in range(steps):
             mjw.step(sim.model, sim.data)
-        return steps * num_envs / (time.perf_counter() - start)
+        bare = steps * num_envs / (time.perf_counter() - start)
+    env_steps = max(1, steps // sim.cfg.decimation)
+    start = time.perf_counter()
+    for _ in range(env_steps):
+        sim.step()
+    replayed = env_steps * sim.cfg.decimation * num_envs / (time.perf_counter() - start)
+    return bare, replayed
 
 
 def training_rate(task, num_envs: int, iterations: int, log_root: str) -> tuple[float, float, float]:
@@ -70,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     task = load_task(args.task)
-    physics = bare_physics_rate(task, args.num_envs, args.physics_steps)
+    physics, replayed = physics_rates(task, args.num_envs, args.physics_steps)
     ceiling = physics / task.env_cfg.sim.decimation
     with tempfile.TemporaryDirectory() as log_root:
         trained, collection_s, learning_s = training_rate(task, args.num_envs, args.iterations, log_root)
@@ -82,13 +94,15 @@ def main() -> None:
                 "task": args.task,
                 "num_envs": args.num_envs,
                 "bare_physics_steps_per_s": round(physics),
+                "replayed_physics_steps_per_s": round(replayed),
                 "ceiling_env_steps_per_s": round(ceiling),
                 "training_env_steps_per_s": round(trained),
                 "ratio": round(trained / ceiling, 3),
                 "peak_rss_mb": round(peak_mb),
                 "collection_s": round(collection_s, 3),
                 "learning_s": round(learning_s, 3),
-                "physics_share_of_collection": round(rollout_steps / ceiling / collection_s, 3),
+                "physics_share_of_training": round(trained / (replayed / task.env_cfg.sim.decimation), 3),
+                "physics_share_of_collection": round(rollout_steps / (replayed / task.env_cfg.sim.decimation) / collection_s, 3),
             }
         )
     )
