@@ -84,6 +84,7 @@ def main() -> None:
     task = load_task(args.task)
     physics, replayed = physics_rates(task, args.num_envs, args.physics_steps)
     ceiling = physics / task.env_cfg.sim.decimation
+    replayed_ceiling = replayed / task.env_cfg.sim.decimation
     with tempfile.TemporaryDirectory() as log_root:
         trained, collection_s, learning_s = training_rate(task, args.num_envs, args.iterations, log_root)
     rollout_steps = args.num_envs * task.agent_cfg.num_steps_per_env
@@ -101,8 +102,8 @@ def main() -> None:
                 "peak_rss_mb": round(peak_mb),
                 "collection_s": round(collection_s, 3),
                 "learning_s": round(learning_s, 3),
-                "physics_share_of_training": round(trained / (replayed / task.env_cfg.sim.decimation), 3),
-                "physics_share_of_collection": round(rollout_steps / (replayed / task.env_cfg.sim.decimation) / collection_s, 3),
+                "physics_share_of_training": round(trained / replayed_ceiling, 3),
+                "physics_share_of_collection": round(rollout_steps / replayed_ceiling / collection_s, 3),
             }
         )
     )
