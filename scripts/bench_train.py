@@ -79,8 +79,9 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--physics-steps", type=int, default=500)
+    parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.torch_threads)
     task = load_task(args.task)
     physics, replayed = physics_rates(task, args.num_envs, args.physics_steps)
     ceiling = physics / task.env_cfg.sim.decimation
