@@ -44,6 +44,15 @@ def test_train_rejects_bad_input(args, needles, log_root):
     assert_clean_usage_error(result, log_root, *needles)
 
 
+def test_train_rejects_a_config_file_with_an_unknown_key(tmp_path, log_root):
+    """A saved config from an older mjrl (here with SimConfig's former `cuda_graph` flag) names
+    the key and the valid ones instead of silently dropping it."""
+    config = tmp_path / "config.yaml"
+    config.write_text("env:\n  sim:\n    cuda_graph: true\n")
+    result = run_cli("train", TASK, "--config", str(config), "--log-root", str(log_root), "--device", "cpu")
+    assert_clean_usage_error(result, log_root, "'env.sim.cuda_graph'", "graph")
+
+
 def test_play_rejects_missing_and_corrupt_checkpoints(tmp_path, log_root):
     missing = run_cli("play", TASK, "--checkpoint", str(tmp_path / "nope.pt"))
     assert_clean_usage_error(missing, log_root, "does not exist")

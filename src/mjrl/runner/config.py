@@ -92,7 +92,7 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
     for key, value in values.items():
         name = key.replace("-", "_")
         if name not in fields:
-            raise UsageError(f"unknown config key {where}{key!r}; valid keys: {', '.join(fields)}")
+            raise UsageError(f"unknown config key '{where}{key}'; valid keys: {', '.join(fields)}")
         current = getattr(cfg, name)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
