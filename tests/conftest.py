@@ -14,6 +14,22 @@ import pytest
 BIN = Path(sys.executable).parent
 
 
+# A tiny CPU training run (16 envs x 16 steps, 2 minibatches), for tests that launch processes.
+# "--device cpu" comes first: a test that needs another device drops it with TINY_RUN[2:].
+TINY_RUN = (
+    "--device",
+    "cpu",
+    "--logger",
+    "none",
+    "--env.num-envs",
+    "16",
+    "--agent.num-steps-per-env",
+    "16",
+    "--agent.num-mini-batches",
+    "2",
+)
+
+
 def run_cli(
     *args: str,
     cwd: Path | None = None,

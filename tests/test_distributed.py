@@ -8,23 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import BIN, free_port, last_json, read_jsonl, run_cli
+from conftest import BIN, TINY_RUN, free_port, last_json, read_jsonl, run_cli
 
 from mjrl.runner.checkpoint import load_checkpoint
 from mjrl.runner.runner import parameters_sha256
 
 TASK = "Mjrl-Cartpole-Balance"
 SMALL = [
-    "--device",
-    "cpu",
-    "--logger",
-    "none",
-    "--env.num-envs",
-    "16",
-    "--agent.num-steps-per-env",
-    "16",
-    "--agent.num-mini-batches",
-    "2",
+    *TINY_RUN,
     "--agent.max-iterations",
     "3",
     "--agent.replica-check-interval",

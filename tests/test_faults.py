@@ -12,21 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, free_port, read_jsonl, run_cli
+from conftest import BIN, TINY_RUN, free_port, read_jsonl, run_cli
 
 TASK = "Mjrl-Cartpole-Balance"
-BASE = [
-    "--device",
-    "cpu",
-    "--logger",
-    "none",
-    "--env.num-envs",
-    "16",
-    "--agent.num-steps-per-env",
-    "16",
-    "--agent.num-mini-batches",
-    "2",
-]
+BASE = TINY_RUN
 
 
 class Job:

@@ -52,11 +52,11 @@ def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
         assert torch.equal(getattr(replayed, name), getattr(launched, name)), name
     generator = torch.Generator().manual_seed(0)
     start = 0.1 * torch.randn(replayed.qvel.shape, generator=generator)
+    for sim in sims:
+        sim.qvel.copy_(start)
     for step in range(12):
         ctrl = torch.randn(replayed.ctrl.shape, generator=generator)
         for sim in sims:
-            if step == 0:
-                sim.qvel.copy_(start)
             sim.ctrl.copy_(ctrl)
             if step == 6:
                 sim.reset(torch.tensor([True, False, False, True]))
