@@ -9,10 +9,11 @@ import torch
 import yaml
 from conftest import last_json, read_jsonl, run_cli
 
-from mjrl.cli.play import PlayConfig, evaluate, run_episodes
+from mjrl.cli.play import PlayConfig, evaluate, trained_env_config
 from mjrl.envs import VecEnv
 from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
 from mjrl.runner.config import TrainConfig, apply_dict
+from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.runner import build_policy
 from mjrl.tasks import load_task
 
@@ -41,7 +42,9 @@ def train(log_root: Path, *extra: str) -> dict:
 
 
 def play(checkpoint: Path, episodes: int = 16) -> dict:
-    return evaluate(load_task(TASK), PlayConfig(checkpoint=str(checkpoint), episodes=episodes, device="cpu"))
+    task = load_task(TASK)
+    env = trained_env_config(task, load_checkpoint(checkpoint))
+    return evaluate(task, PlayConfig(env=env, checkpoint=str(checkpoint), episodes=episodes, device="cpu"))
 
 
 def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
@@ -50,7 +53,7 @@ def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
     assert run_dir.parent == log_root / TASK and run_dir.name.endswith("_learn")
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(40))
-    assert metrics[-1]["env_steps"] == 40 * 64 * 32
+    assert metrics[-1]["env_steps"] == (1 + 40) * 64 * 32  # the normaliser warm-up rollout, then 40
     required = {
         "iteration",
         "env_steps",
@@ -91,7 +94,7 @@ def untrained_return(run_dir: Path) -> float:
     torch.manual_seed(0)
     policy = build_policy(env, cfg, torch.device("cpu"))
 
-    returns, _, _ = run_episodes(env, policy, 16)
+    returns = run_episodes(env, policy, 16).returns
     return sum(returns) / len(returns)
 
 
@@ -100,7 +103,7 @@ def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
     checkpoint = Path(summary["checkpoint"])
     state = load_checkpoint(checkpoint)
     assert {"policy", "optimizer", "iteration", "env_steps", "learning_rate", "rng", "config"} <= set(state)
-    assert state["iteration"] == 2 and state["env_steps"] == 2 * 64 * 32
+    assert state["iteration"] == 2 and state["env_steps"] == (1 + 2) * 64 * 32
 
     task = load_task(TASK)
     cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
@@ -127,7 +130,7 @@ def test_resume_continues_iterations_without_repeats(log_root):
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(7))
     steps = [m["env_steps"] for m in metrics]
-    assert steps == [(i + 1) * 64 * 32 for i in range(7)]
+    assert steps == [(i + 2) * 64 * 32 for i in range(7)]  # after the warm-up rollout
     assert load_checkpoint(run_dir / "checkpoints" / "model_000007.pt")["iteration"] == 7
     # max-iterations counts the whole run: resuming a finished run does no more iterations.
     third = train(log_root, "--agent.max-iterations", "7", "--resume-dir", str(run_dir))

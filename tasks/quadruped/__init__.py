@@ -47,6 +47,10 @@ class Layout:
     """Number of geoms in the model."""
     foot_geoms: tuple[int, ...]
     """Geom ids of the four feet (FR, FL, RR, RL)."""
+    foot_sites: tuple[int, ...]
+    """Site ids at the centres of the four foot spheres (FR, FL, RR, RL)."""
+    foot_radius: float
+    """Radius of the foot spheres (m): a foot site this high is on flat ground."""
     fatal_geoms: tuple[int, ...]
     """Geom ids whose ground contact ends the episode: trunk and thighs."""
     body_geoms: tuple[int, ...]
@@ -71,6 +75,8 @@ def read_layout(model: mujoco.MjModel) -> Layout:
         joint_upper=tuple(float(model.jnt_range[j, 1]) for j in jnt),
         ngeom=model.ngeom,
         foot_geoms=tuple(model.geom(f"{leg}_foot").id for leg in LEGS),
+        foot_sites=tuple(model.site(f"{leg}_foot").id for leg in LEGS),
+        foot_radius=float(model.geom_size[model.geom("FR_foot").id, 0]),
         fatal_geoms=fatal,
         body_geoms=fatal + tuple(model.geom(f"{leg}_calf").id for leg in LEGS),
         trunk_body=trunk,
@@ -119,11 +125,15 @@ class ObsNoiseConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RewardConfig:
-    """Reward weights, per second of simulated time (multiplied by the 0.02 s env step)."""
+    """Reward weights, per second of simulated time (multiplied by the 0.02 s env step).
 
-    track_lin_vel: float = 1.0
+    Tracking, action-rate and foot terms follow mjlab's velocity task (its Go1 weights): a policy
+    that moves by jittering its joints, feet sliding on the ground, must pay for it, or the noise
+    of the Gaussian policy is what tracks the command and its mean action barely moves."""
+
+    track_lin_vel: float = 2.0
     """exp(-|v_xy - command_xy|^2 / tracking_sigma), base frame."""
-    track_yaw_rate: float = 0.5
+    track_yaw_rate: float = 1.0
     """exp(-(w_z - command_yaw)^2 / tracking_sigma), base frame."""
     tracking_sigma: float = 0.25
     """Squared error (m^2/s^2 or rad^2/s^2) at which a tracking reward falls to 1/e."""
@@ -135,8 +145,9 @@ class RewardConfig:
     """Sum of squared actuator torques (Nm^2)."""
     joint_acc: float = -2.5e-7
     """Sum of squared joint accelerations ((rad/s^2)^2)."""
-    action_rate: float = -0.01
-    """Sum of squared changes of the raw action between env steps."""
+    action_rate: float = -0.1
+    """Sum of squared changes of the raw action between env steps (mjlab's weight; -0.01 left
+    a jittering policy almost unpunished)."""
     undesired_contacts: float = -1.0
     """Number of non-foot bodies (trunk, thighs, calves) touching the floor."""
     flat_orientation: float = -2.0
@@ -148,6 +159,14 @@ class RewardConfig:
     """Sum over feet touching down of (air time - feet_air_time_threshold), while commanded to move."""
     feet_air_time_threshold: float = 0.5
     """Swing duration (s) above which a step is rewarded and below which it is penalised."""
+    feet_slip: float = -0.1
+    """Sum over feet on the ground of their squared horizontal speed (m^2/s^2), while commanded
+    to move: feet that slide instead of stepping."""
+    feet_clearance: float = -2.0
+    """Sum over feet of |height above ground - feet_clearance_height| times the foot's horizontal
+    speed, while commanded to move: a foot that moves should be lifted."""
+    feet_clearance_height: float = 0.08
+    """Target height (m) of the bottom of a moving foot."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,26 +247,64 @@ def command(env: VecEnv) -> torch.Tensor:
     return env.buffers["command"]
 
 
-def geom_contacts(env: VecEnv) -> torch.Tensor:
-    """(n, ngeom) bool: which geoms of each world are in contact (the floor is all they can touch).
+def step_state(env: VecEnv) -> dict[str, torch.Tensor]:
+    """What several terms read after a physics step, computed once per step: which geoms touch
+    the floor, foot contacts, foot positions and speeds, and the feet's swing timers.
 
-    Read from the contacts of the last physics substep, which all worlds share in one array of
-    `naconmax` rows (the first `nacon` valid). Contact sensors would give the same answer but
-    are evaluated at every substep and cost about 20% of the physics; this costs a few small
-    torch ops per env step. Right after a reset it still shows the last substep's contacts.
+    Terms call this freely; it recomputes only after the simulation has stepped (its Python
+    `physics_version` counter, so no host synchronisation). Contacts come from the contact array of the last
+    physics substep, which all worlds share (the first `nacon` rows are valid). Contact sensors
+    would give the same answer but are evaluated at every substep and cost about 20% of the
+    physics. Right after a reset these still describe the last substep of the old episode.
     """
     buf = env.buffers
-    geom, world = buf["contact_geom"].long(), buf["contact_worldid"].long()
-    valid = torch.arange(world.shape[0], device=env.device) < buf["nacon"]
+    if buf["_stamp"] == env.sim.physics_version:
+        return buf["_step_state"]
+    buf["_stamp"] = env.sim.physics_version
+    geoms = _geom_contacts(env)
+    feet = geoms.index_select(1, buf["foot_geoms"])
+    foot_pos = env.sim.site_xpos.index_select(1, buf["foot_sites"])
+    # Foot speed by a finite difference over the env step; not defined on an episode's first step.
+    speed = torch.linalg.vector_norm(foot_pos[..., :2] - buf["last_foot_pos"][..., :2], dim=-1) / env.step_dt
+    speed = speed * (env.episode_length > 1).unsqueeze(1)
+    buf["last_foot_pos"].copy_(foot_pos)
+    _advance_air_time(env, feet)
+    buf["_step_state"] = {
+        "geom_contacts": geoms,
+        "foot_contacts": feet,
+        "foot_height": foot_pos[..., 2] - LAYOUT.foot_radius,
+        "foot_speed": speed,
+        "landing_air_time": buf["landing_air_time"],
+    }
+    return buf["_step_state"]
+
+
+def _geom_contacts(env: VecEnv) -> torch.Tensor:
+    """(n, ngeom) bool: which geoms of each world are in contact (the floor is all they can touch)."""
+    sim = env.sim
+    geom, world = sim.contact_geom.long(), sim.contact_worldid.long()
+    valid = env.buffers["contact_rows"] < sim.nacon
     index = torch.where(valid.unsqueeze(1), world.unsqueeze(1) * LAYOUT.ngeom + geom, 0)
     hits = torch.zeros(env.num_envs * LAYOUT.ngeom, device=env.device)
     hits.index_add_(0, index.view(-1), valid.float().repeat_interleave(2))
     return hits.view(env.num_envs, LAYOUT.ngeom) > 0
 
 
+def _advance_air_time(env: VecEnv, contact: torch.Tensor) -> None:
+    """Advance the per-foot swing timers by one env step. A foot counts as in contact if it
+    touches now or touched at the last step (filters contact flicker). `landing_air_time` holds,
+    for feet that touched down this step, the swing time that just ended, else 0."""
+    buf = env.buffers
+    touching = contact | buf["last_contact"]
+    air_time = buf["air_time"] + env.step_dt
+    buf["landing_air_time"].copy_(air_time * ((buf["air_time"] > 0) & touching))
+    buf["air_time"].copy_(air_time * ~touching)
+    buf["last_contact"].copy_(contact)
+
+
 def foot_contacts(env: VecEnv) -> torch.Tensor:
     """(n, 4) bool: which feet touch the floor (FR, FL, RR, RL)."""
-    return geom_contacts(env)[:, LAYOUT.foot_geoms]
+    return step_state(env)["foot_contacts"]
 
 
 def is_moving_command(env: VecEnv) -> torch.Tensor:
@@ -348,41 +405,29 @@ def action_rate(env: VecEnv) -> torch.Tensor:
 
 
 def undesired_contacts(env: VecEnv) -> torch.Tensor:
-    return torch.sum(geom_contacts(env)[:, LAYOUT.body_geoms], dim=1).float()
+    return step_state(env)["geom_contacts"].index_select(1, env.buffers["body_geoms"]).sum(dim=1).float()
 
 
 def flat_orientation(env: VecEnv) -> torch.Tensor:
     return torch.sum(projected_gravity(env)[:, :2] ** 2, dim=1)
 
 
-def update_air_time(env: VecEnv) -> None:
-    """Advance the per-foot swing timers by one env step, once per step.
-
-    legged_gym keeps these timers inside its reward; here the update is keyed to the world's
-    simulated time, so calling it (or the reward) again within a step changes nothing. A foot
-    counts as in contact if it touches now or touched at the last step (filters contact
-    flicker). `landing_air_time` holds, for feet that touched down this step, the swing time
-    that just ended, else 0.
-    """
-    buf = env.buffers
-    fresh = env.sim.time != buf["air_time_stamp"]
-    contact = foot_contacts(env)
-    touching = contact | buf["last_contact"]
-    air_time = buf["air_time"] + env.step_dt
-    landing = torch.where((buf["air_time"] > 0) & touching, air_time, torch.zeros_like(air_time))
-    buf["landing_air_time"].copy_(_masked(fresh, landing, buf["landing_air_time"]))
-    buf["air_time"].copy_(_masked(fresh, air_time * ~touching, buf["air_time"]))
-    buf["last_contact"].copy_(_masked(fresh, contact, buf["last_contact"]))
-    buf["air_time_stamp"].copy_(env.sim.time)
-
-
 def feet_air_time(env: VecEnv, threshold: float) -> torch.Tensor:
     """Sum over the feet that touched down of (swing time - threshold); 0 for a ~zero command,
     so standing still is not punished for keeping its feet down."""
-    update_air_time(env)
-    landing = env.buffers["landing_air_time"]
+    landing = step_state(env)["landing_air_time"]
     per_foot = torch.where(landing > 0, landing - threshold, torch.zeros_like(landing))
     return per_foot.sum(dim=1) * is_moving_command(env)
+
+
+def feet_slip(env: VecEnv) -> torch.Tensor:
+    state = step_state(env)
+    return torch.sum(state["foot_speed"] ** 2 * state["foot_contacts"], dim=1) * is_moving_command(env)
+
+
+def feet_clearance(env: VecEnv, height: float) -> torch.Tensor:
+    state = step_state(env)
+    return torch.sum((state["foot_height"] - height).abs() * state["foot_speed"], dim=1) * is_moving_command(env)
 
 
 def termination(env: VecEnv, max_tilt: float) -> torch.Tensor:
@@ -395,7 +440,7 @@ def termination(env: VecEnv, max_tilt: float) -> torch.Tensor:
 
 def illegal_contact(env: VecEnv) -> torch.Tensor:
     """The trunk or a thigh touches the ground."""
-    return torch.any(geom_contacts(env)[:, LAYOUT.fatal_geoms], dim=1)
+    return step_state(env)["geom_contacts"].index_select(1, env.buffers["fatal_geoms"]).any(dim=1)
 
 
 def bad_orientation(env: VecEnv, max_tilt: float) -> torch.Tensor:
@@ -406,24 +451,34 @@ def bad_orientation(env: VecEnv, max_tilt: float) -> torch.Tensor:
 # ------------------------------------------------------------------------------------ events
 
 
-def make_buffers(env: VecEnv) -> dict[str, torch.Tensor]:
+def make_buffers(env: VecEnv) -> dict:
     n, dev = env.num_envs, env.device
     home = torch.tensor(LAYOUT.home_qpos, dtype=torch.float32, device=dev)
+
+    def index(ids: tuple[int, ...]) -> torch.Tensor:
+        # Index tensors live on the device: a Python tuple as an index is copied there (and,
+        # on a GPU, waited for) at every use.
+        return torch.tensor(ids, dtype=torch.long, device=dev)
+
     return {
         "command": torch.zeros(n, 3, device=dev),
         "air_time": torch.zeros(n, 4, device=dev),
         "landing_air_time": torch.zeros(n, 4, device=dev),
         "last_contact": torch.zeros(n, 4, dtype=torch.bool, device=dev),
-        "air_time_stamp": torch.zeros(n, device=dev),
+        "last_foot_pos": torch.zeros(n, 4, 3, device=dev),
         # Constants on the env's device, kept here so terms need not rebuild them every step.
         "home_qpos": home,
         "home_joint_pos": home[7:],
         "joint_lower": torch.tensor(LAYOUT.joint_lower, device=dev),
         "joint_upper": torch.tensor(LAYOUT.joint_upper, device=dev),
-        # Views of the simulator's contact arrays (zero-copy; Simulation exposes no contacts).
-        "contact_geom": env.sim.contact_geom,
-        "contact_worldid": env.sim.contact_worldid,
-        "nacon": env.sim.nacon,
+        "foot_geoms": index(LAYOUT.foot_geoms),
+        "foot_sites": index(LAYOUT.foot_sites),
+        "body_geoms": index(LAYOUT.body_geoms),
+        "fatal_geoms": index(LAYOUT.fatal_geoms),
+        "contact_rows": torch.arange(env.sim.contact_worldid.shape[0], device=dev),
+        # `step_state`'s cache, keyed by the simulation's step counter.
+        "_stamp": -1,
+        "_step_state": {},
     }
 
 
@@ -450,7 +505,7 @@ def reset_robot(env: VecEnv, mask: torch.Tensor, cfg: QuadrupedEnvConfig) -> Non
     env.sim.qpos.copy_(_masked(mask, qpos, env.sim.qpos))
     env.sim.qvel.copy_(_masked(mask, qvel, env.sim.qvel))
     resample_commands(env, mask, cfg.commands)
-    for name in ("air_time", "landing_air_time", "last_contact", "air_time_stamp"):
+    for name in ("air_time", "landing_air_time", "last_contact"):
         buf[name].copy_(_masked(mask, torch.zeros_like(buf[name]), buf[name]))
 
 
@@ -486,14 +541,25 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
     `env.device`, computed without any host synchronisation:
       - "lin_vel_error": |command_xy - v_xy| (m/s), the norm of the planar velocity error in the
         base frame;
-      - "yaw_rate_error": |command_yaw - w_z| (rad/s).
+      - "yaw_rate_error": |command_yaw - w_z| (rad/s);
+      - "foot_contact_fraction": the share of feet on the ground;
+      - "swing_time_total" and "swing_time_count": the summed swing times of the feet that
+        touched down this step, and their number (their ratio is the mean swing time).
     These are instantaneous values; the caller averages them over steps and envs. For envs that
     just finished, they describe the first state of the new episode (as `obs` does).
     """
     cmd = command(env)
     lin = torch.linalg.vector_norm(cmd[:, :2] - base_lin_vel(env)[:, :2], dim=1)
     yaw = (cmd[:, 2] - base_ang_vel(env)[:, 2]).abs()
-    return {"lin_vel_error": lin, "yaw_rate_error": yaw}
+    state = step_state(env)
+    landing = state["landing_air_time"]
+    return {
+        "lin_vel_error": lin,
+        "yaw_rate_error": yaw,
+        "foot_contact_fraction": state["foot_contacts"].float().mean(dim=1),
+        "swing_time_total": landing.sum(dim=1),
+        "swing_time_count": (landing > 0).sum(dim=1).float(),
+    }
 
 
 def _observations(cfg: QuadrupedEnvConfig) -> dict[str, dict[str, ObsTerm]]:
@@ -530,9 +596,11 @@ def _rewards(cfg: QuadrupedEnvConfig) -> dict[str, RewardTerm]:
         "undesired_contacts": undesired_contacts,
         "flat_orientation": flat_orientation,
         "feet_air_time": partial(feet_air_time, threshold=w.feet_air_time_threshold),
+        "feet_slip": feet_slip,
+        "feet_clearance": partial(feet_clearance, height=w.feet_clearance_height),
         "termination": partial(termination, max_tilt=cfg.max_tilt_rad),
     }
-    return {name: RewardTerm(func, weight=getattr(w, name) * dt) for name, func in funcs.items()}
+    return {name: RewardTerm(func, weight=getattr(w, name) * dt) for name, func in funcs.items() if getattr(w, name)}
 
 
 def home_joint_targets(sim: Simulation) -> torch.Tensor:
@@ -564,8 +632,9 @@ def build(cfg: QuadrupedEnvConfig) -> TaskSpec:
         events=events,
         action_offset=home_joint_targets,
         buffers=make_buffers,
-        # Every term reads qpos/qvel (free joint), contacts or model fields, never body or site
-        # poses, so resets need no kinematics pass.
+        # Foot poses are read only by rewards, which run before resets, and the foot speed skips
+        # each episode's first step; everything else reads qpos/qvel, contacts or model fields.
+        # So resets need no kinematics pass.
         refresh_kinematics_on_reset=False,
     )
 
@@ -574,6 +643,7 @@ AGENT = AgentConfig(
     num_steps_per_env=24,
     max_iterations=1500,
     save_interval=100,
+    eval_interval=50,
     actor_hidden_dims=(512, 256, 128),
     critic_hidden_dims=(512, 256, 128),
     activation="elu",

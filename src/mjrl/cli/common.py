@@ -73,6 +73,16 @@ def pop_option(args: list[str], name: str) -> str | None:
     return None
 
 
+def peek_option(args: list[str], name: str) -> str | None:
+    """The value of `--name VALUE` or `--name=VALUE` in args (left in place), or None."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def preset_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("mjrl.presets").iterdir() if p.name.endswith(".yaml"))
 

@@ -1,25 +1,32 @@
-"""`play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N]`: evaluate a policy.
+"""`play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N] [--env.* ...]`.
 
-Runs the deterministic policy (the Gaussian's mean) for K full episodes and prints the mean
-episode return and length, ending with one JSON line.
+Runs the deterministic policy (the Gaussian's mean) for K whole episodes on clean observations
+and prints the mean return, the early-termination rate and the task's own figures, ending with
+one JSON line. `--env.*` flags change the env the checkpoint was trained on, for this evaluation.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 from pathlib import Path
+from typing import Generic, TypeVar
 
-from mjrl.cli.common import parse_flags, run_command
+from mjrl.cli.common import parse_flags, peek_option, run_command
 from mjrl.errors import UsageError
+
+EnvT = TypeVar("EnvT")  # the task's EnvConfig subclass (unbound: importing mjrl.envs here would slow `--help`)
 
 
 @dataclasses.dataclass(frozen=True)
-class PlayConfig:
+class PlayConfig(Generic[EnvT]):
     """Evaluate a trained policy."""
 
+    env: EnvT
+    """The env, as the checkpoint was trained; `--env.*` flags change it for this evaluation
+    (fixed command ranges, for instance). `num_envs`, `obs_noise` and the random initial
+    episode length are set by the flags below."""
     checkpoint: str = ""
     """Checkpoint file to evaluate."""
     run_dir: str = ""
@@ -42,7 +49,7 @@ def _play(argv: list[str]) -> int:
     args = list(argv)
     if not args or args[0] in ("-h", "--help"):
         print(
-            f"usage: play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N]\n\n"
+            f"usage: play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N] [--env.* ...]\n\n"
             f"tasks:\n{describe_tasks()}"
         )
         return 0 if args else 2
@@ -50,96 +57,83 @@ def _play(argv: list[str]) -> int:
     from mjrl.tasks import load_task
 
     task = load_task(task_name)
-    cfg = parse_flags(PlayConfig, PlayConfig(), args, f"play {task_name}", f"Evaluate a {task_name} policy.")
-    if bool(cfg.checkpoint) == bool(cfg.run_dir):
-        raise UsageError("give exactly one of --checkpoint PATH or --run-dir DIR")
+    # The checkpoint's own env config is the default that `--env.*` flags change, so it is
+    # read before the flags are parsed.
+    path, state = None, None
+    if not {"-h", "--help"} & set(args):
+        path, state = _load(task, peek_option(args, "--checkpoint"), peek_option(args, "--run-dir"))
+    env_cfg = trained_env_config(task, state)
+    prog, description = f"play {task_name}", f"Evaluate a {task_name} policy."
+    cfg = parse_flags(PlayConfig[type(task.env_cfg)], PlayConfig(env=env_cfg), args, prog, description)
     if cfg.episodes < 1 or cfg.num_envs < 0:
         raise UsageError("--episodes must be at least 1 and --num-envs at least 0")
-    result = evaluate(task, cfg)
-    extra = "".join(f" | {k} {v:.3f}" for k, v in result.items() if k.endswith("_error"))
+    result = evaluate(task, cfg, path, state)
+    extra = "".join(f" | {k} {v:.3f}" for k, v in result.items() if k.startswith("mean_") and "return" not in k)
     print(
         f"{task_name}: {result['episodes']} episodes | mean return {result['mean_return']:.2f} | "
-        f"mean length {result['mean_length']:.1f}{extra}"
+        f"early terminations {result['early_termination_rate']:.1%}{extra}"
     )
     print(json.dumps(result))
     return 0
 
 
-def evaluate(task, cfg: PlayConfig) -> dict:
+def _load(task, checkpoint: str | None, run_dir: str | None) -> tuple[Path, dict]:
+    from mjrl.runner.checkpoint import load_checkpoint, load_newest_checkpoint
+    from mjrl.runner.start import check_task
+
+    if bool(checkpoint) == bool(run_dir):
+        raise UsageError("give exactly one of --checkpoint PATH or --run-dir DIR")
+    if run_dir:
+        if not Path(run_dir).is_dir():
+            raise UsageError(f"--run-dir {run_dir}: no such run directory")
+        path, state = load_newest_checkpoint(Path(run_dir))
+    else:
+        path = Path(checkpoint)
+        state = load_checkpoint(path)
+    check_task(state, task.name, path)
+    return path, state
+
+
+def trained_env_config(task, state: dict | None):
+    """The env config a checkpoint was trained with (the task's defaults without a checkpoint)."""
+    from mjrl.runner.config import apply_dict
+
+    if state is None:
+        return task.env_cfg
+    return apply_dict(task.env_cfg, state["config"]["env"], "env.")
+
+
+def evaluate(task, cfg: PlayConfig, path: Path | None = None, state: dict | None = None) -> dict:
+    """Run `cfg.episodes` episodes of the checkpoint's deterministic policy; returns the figures."""
     import torch
 
     from mjrl.distributed.context import resolve_device
     from mjrl.envs import VecEnv
-    from mjrl.runner.checkpoint import load_checkpoint, load_newest_checkpoint
     from mjrl.runner.config import TrainConfig, apply_dict
+    from mjrl.runner.evaluate import run_episodes
     from mjrl.runner.runner import build_policy
-    from mjrl.runner.start import check_task, restore_policy
+    from mjrl.runner.start import restore_policy
 
-    if cfg.run_dir:
-        if not Path(cfg.run_dir).is_dir():
-            raise UsageError(f"--run-dir {cfg.run_dir}: no such run directory")
-        path, state = load_newest_checkpoint(Path(cfg.run_dir))
-    else:
-        path = Path(cfg.checkpoint)
-        state = load_checkpoint(path)
-    check_task(state, task.name, path)
+    if state is None:
+        path, state = _load(task, cfg.checkpoint, cfg.run_dir)
     device = resolve_device(cfg.device)
     if device.type == "cpu":
         torch.set_num_threads(1)
     train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
-    num_envs = cfg.num_envs or cfg.episodes
     env_cfg = dataclasses.replace(
-        train_cfg.env, num_envs=num_envs, obs_noise=cfg.obs_noise, random_initial_episode_length=False
+        cfg.env, num_envs=cfg.num_envs or cfg.episodes, obs_noise=cfg.obs_noise, random_initial_episode_length=False
     )
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
     policy = build_policy(env, train_cfg, device)
     restore_policy(policy, state, path)
     policy.eval()
-    returns, lengths, extra = run_episodes(env, policy, cfg.episodes, task.play_metrics)
+    episodes = run_episodes(env, policy, cfg.episodes, task.play_metrics)
     return {
-        **{f"mean_{name}": value for name, value in extra.items()},
         "task": task.name,
         "checkpoint": str(path),
         "iteration": state["iteration"],
-        "episodes": len(returns),
-        "mean_return": sum(returns) / len(returns),
-        "mean_length": sum(lengths) / len(lengths),
-        "min_return": min(returns),
-        "max_return": max(returns),
+        **episodes.summary(),
     }
-
-
-def run_episodes(env, policy, episodes: int, metrics_fn=None) -> tuple[list[float], list[int], dict[str, float]]:
-    """Each env runs ceil(episodes / num_envs) whole episodes from a reset; the first `episodes`
-    count. `metrics_fn(env)` values are averaged over the steps of the counted episodes. Host
-    synchronisation every step is fine here: this is evaluation, not training."""
-    import torch
-
-    per_env = math.ceil(episodes / env.num_envs)
-    finished: list[list[tuple[float, int]]] = [[] for _ in range(env.num_envs)]
-    obs = env.reset()
-    episode_return = torch.zeros(env.num_envs, device=env.device)
-    episode_length = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-    sums: dict[str, float] = {}
-    steps = 0
-    with torch.no_grad():
-        while min(len(f) for f in finished) < per_env:
-            counting = torch.tensor([len(f) < per_env for f in finished], device=env.device)
-            obs, reward, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
-            if metrics_fn is not None:
-                for name, value in metrics_fn(env).items():
-                    sums[name] = sums.get(name, 0.0) + float(value[counting].sum())
-                steps += int(counting.sum())
-            episode_return += reward
-            episode_length += 1
-            done = terminated | truncated
-            for i in done.nonzero().flatten().tolist():
-                finished[i].append((episode_return[i].item(), int(episode_length[i])))
-            episode_return *= ~done
-            episode_length *= ~done
-    pairs = [p for f in finished for p in f[:per_env]][:episodes]
-    means = {name: total / max(steps, 1) for name, total in sums.items()}
-    return [r for r, _ in pairs], [n for _, n in pairs], means
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -261,7 +261,7 @@ def _set_threads(cfg: Any) -> None:
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
     elif cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available()):
-        torch.set_num_threads(1)
+        torch.set_num_threads(1)  # the runner raises it for the update (see TrainConfig.torch_threads)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,13 @@ class AgentConfig:
     """Env steps collected per env and iteration (the rollout length)."""
     save_interval: int = 50
     """Write a checkpoint every this many iterations (and always at the end)."""
+    eval_interval: int = 0
+    """Every this many iterations (and at the end), rank 0 runs the deterministic policy (the
+    Gaussian's mean) for one whole episode on each of `eval_envs` separate envs with clean
+    observations, and logs `eval/<figure>`: return, length, early-termination rate and the task's
+    own figures (tracking errors, foot contact and swing time). 0: never."""
+    eval_envs: int = 16
+    """Envs (one episode each) of the periodic evaluation."""
 
     # Policy
     actor_hidden_dims: tuple[int, ...] = (256, 128, 64)

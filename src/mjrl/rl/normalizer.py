@@ -38,6 +38,13 @@ class RunningNormalizer(nn.Module):
         return torch.cat([x.new_tensor([x.shape[0]]), mean, m2])
 
     @torch.no_grad()
+    def reset(self) -> None:
+        """Forget every statistic: mean 0, variance 1, no data."""
+        self.mean.zero_()
+        self.var.fill_(1.0)
+        self.count.zero_()
+
+    @torch.no_grad()
     def update(self, moments: torch.Tensor) -> None:
         """Merge batch moments (from `batch_moments`, or merged ones) into the running stats."""
         dim = self.mean.shape[0]

@@ -146,9 +146,9 @@ class PPO:
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         return self.policy.value(self.policy.normalize_critic(critic_obs))
 
-    def update(self, buf: RolloutBuffer, last_values: torch.Tensor) -> torch.Tensor:
-        """One PPO update on the rollout. Returns this rank's sums [surrogate loss, value loss,
-        entropy, KL, number of steps] for the caller to reduce with its other metrics."""
+    def update(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One PPO update on the rollout. Returns this rank's sums over its minibatch steps, by
+        name (see `UPDATE_SUMS`), for the caller to reduce with its other metrics."""
         cfg = self.cfg
         advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
 
@@ -180,6 +180,7 @@ class PPO:
         start = None if per_step_sync else self._snapshot()
         sums = torch.zeros(4, device=self.ctx.device)  # surrogate, value, entropy, kl
         updates = skipped = 0
+        learning_rate_sum = 0.0  # the rate each step used: the adaptive schedule moves it within the update
         for _ in range(cfg.num_learning_epochs):
             # A fresh permutation every epoch.
             perm = torch.randperm(size, device=self.ctx.device, generator=self.generator)
@@ -219,13 +220,22 @@ class PPO:
                 torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
                 sums += torch.stack([surrogate.detach(), v_loss.detach(), entropy.detach(), kl])
+                learning_rate_sum += self.learning_rate
                 updates += 1
                 if per_step_sync:
                     self.consecutive_skips = 0
         if not per_step_sync:
             self._average_rollout_update(start, sums[3] / max(updates, 1), skipped > 0)
 
-        return torch.cat([sums.double(), sums.new_tensor([updates], dtype=torch.float64)])
+        surrogate_sum, value_sum, entropy_sum, kl_sum = sums.double()
+        return {
+            "surrogate_loss": surrogate_sum,
+            "value_loss": value_sum,
+            "entropy": entropy_sum,
+            "mean_kl": kl_sum,
+            "mean_learning_rate": surrogate_sum.new_tensor(learning_rate_sum),
+            "steps": surrogate_sum.new_tensor(float(updates)),
+        }
 
     def _gradient_step_inputs(self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool) -> tuple[float, bool]:
         if synchronise:

@@ -6,11 +6,14 @@ policy and PPO, then runs `Runner.run()`. Only the main rank writes anything to 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +23,10 @@ import yaml
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
 from mjrl.rl.networks import ActorCritic
-from mjrl.rl.ppo import PPO, RolloutBuffer, merge_into
+from mjrl.rl.ppo import PPO, RolloutBuffer
 from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.runner.config import TrainConfig, to_dict, validate
+from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
@@ -32,6 +36,7 @@ from mjrl.runner.start import (
     restore_training_state,
     seed_everything,
     sync_from_main,
+    warm_up_normalizers,
 )
 
 
@@ -52,7 +57,7 @@ def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCr
 class Runner:
     def __init__(
         self,
-        task_name: str,
+        task: Any,
         cfg: TrainConfig,
         ctx: DistContext,
         env: VecEnv,
@@ -61,7 +66,8 @@ class Runner:
         start: dict[str, Any],
         stop: StopFlag,
     ):
-        self.task_name = task_name
+        self.task = task
+        self.task_name = task.name
         self.cfg = cfg
         self.ctx = ctx
         self.env = env
@@ -85,6 +91,7 @@ class Runner:
         self.fault = Fault.parse(cfg.fault)
         self.stop = stop
         self.last_checkpoint: Path | None = None
+        self.eval_env: VecEnv | None = None
 
     # ------------------------------------------------------------------------- the loop
 
@@ -103,11 +110,13 @@ class Runner:
                 comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
                 t1 = time.perf_counter()
-                losses = self.ppo.update(self.buffer, last_values)
+                with self._update_threads():
+                    update_sums = self.ppo.update(self.buffer, last_values)
                 t2 = time.perf_counter()
                 collective_s = self.ctx.comm.seconds - comm_before
-                metrics = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, losses)
+                metrics = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
                 self.iteration += 1
+                metrics.update(self._evaluate_if_due())
                 session_iterations += 1
                 per_iteration = (time.perf_counter() - session_start) / session_iterations
                 self._log(metrics, eta_s=per_iteration * (max_it - self.iteration))
@@ -128,6 +137,20 @@ class Runner:
             "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
             "final_metrics": metrics,
         }
+
+    @contextlib.contextmanager
+    def _update_threads(self) -> Iterator[None]:
+        """On the CPU with automatic threads, the update's matrix products get this rank's share
+        of the machine's cores; the rollout keeps one thread."""
+        if self.ctx.device.type != "cpu" or self.cfg.torch_threads > 0:
+            yield
+            return
+        before = torch.get_num_threads()
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.ctx.local_world_size))
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
     @torch.no_grad()
     def collect(self) -> torch.Tensor:
@@ -158,22 +181,24 @@ class Runner:
     # -------------------------------------------------------------------------- metrics
 
     def _iteration_metrics(
-        self, collection_s: float, learning_s: float, collective_s: float, loss_sums: torch.Tensor
+        self, collection_s: float, learning_s: float, collective_s: float, update_sums: dict[str, torch.Tensor]
     ) -> dict[str, Any]:
         ctx, env = self.ctx, self.env
         if not ctx.is_main:  # goes to this rank's log file only
             print(
                 f"rank {ctx.rank} it {self.iteration + 1}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True
             )
-        # One collective for all metrics: every rank's vector is gathered, statistics and losses
-        # are summed over ranks, timings are those of the slowest rank.
+        # One collective for all metrics: every rank's vector is gathered, statistics and update
+        # sums are summed over ranks, timings are those of the slowest rank.
+        episodes, terms = env.episode_stats(), env.pop_term_stats()
+        update = torch.stack(list(update_sums.values())).to(ctx.device)
         timings = torch.tensor([collection_s, learning_s, collective_s], dtype=torch.float64, device=ctx.device)
-        local = torch.cat([env.episode_stats(), env.pop_term_stats(), loss_sums.to(ctx.device), timings])
-        gathered = ctx.all_gather(local)
+        gathered = ctx.all_gather(torch.cat([episodes, terms, update, timings]))
         summed = gathered[:, :-3].sum(dim=0).tolist()
         collection_s, learning_s, collective_s = gathered[:, -3:].max(dim=0).values.tolist()
-        summed, losses = summed[:-5], summed[-5:]
-        ret_sum, len_sum, episodes = summed[:3]
+        (ret_sum, len_sum, episode_count), summed = summed[:3], summed[3:]
+        term_sums, summed = summed[: len(terms)], summed[len(terms) :]
+        update_totals = dict(zip(update_sums, summed, strict=True))
         step_count = self.cfg.agent.num_steps_per_env * env.num_envs * ctx.world_size
         self.env_steps += step_count
         self.wall_s += collection_s + learning_s
@@ -181,22 +206,39 @@ class Runner:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "wall_s": round(self.wall_s, 3),
-            "mean_episode_return": ret_sum / episodes if episodes else float("nan"),
-            "mean_episode_length": len_sum / episodes if episodes else float("nan"),
+            "mean_episode_return": ret_sum / episode_count if episode_count else float("nan"),
+            "mean_episode_length": len_sum / episode_count if episode_count else float("nan"),
             "steps_per_second": step_count / (collection_s + learning_s),
             "collection_s": collection_s,
             "learning_s": learning_s,
             "collective_s": collective_s,
-            **loss_metrics(losses),
+            **update_metrics(update_totals),
             "learning_rate": self.ppo.learning_rate,
             "action_std": self.ppo.policy.log_std.exp().mean().item(),
         }
-        term_values, steps = summed[3:-2], max(summed[-1], 1.0)
-        metrics["nonfinite_resets"] = int(summed[-2])
+        term_values, steps = term_sums[:-2], max(term_sums[-1], 1.0)
+        metrics["nonfinite_resets"] = int(term_sums[-2])
         metrics["mean_step_reward"] = sum(term_values[: len(env.task.rewards)]) / steps
         for name, total in zip(env.term_names(), term_values, strict=True):
             metrics[name] = total / steps
         return metrics
+
+    def _evaluate_if_due(self) -> dict[str, Any]:
+        """`eval/<figure>` of the deterministic policy, on rank 0 every `eval_interval` iterations.
+        The other ranks wait for it at the next collective; its heartbeats keep the watchdog calm."""
+        interval, last = self.cfg.agent.eval_interval, self.iteration == self.cfg.agent.max_iterations
+        if not self.ctx.is_main or interval <= 0 or (self.iteration % interval and not last):
+            return {}
+        if self.eval_env is None:
+            env_cfg = dataclasses.replace(
+                self.cfg.env, num_envs=self.cfg.agent.eval_envs, obs_noise=False, random_initial_episode_length=False
+            )
+            self.eval_env = VecEnv(env_cfg, self.task.build(env_cfg), self.ctx.device, seed=self.cfg.seed + 1_000_003)
+        start = time.perf_counter()
+        env, policy = self.eval_env, self.ppo.policy
+        episodes = run_episodes(env, policy, env.num_envs, self.task.play_metrics, self.ctx.progress)
+        summary = {k: v for k, v in episodes.summary().items() if k not in ("min_return", "max_return")}
+        return {**{f"eval/{k}": v for k, v in summary.items()}, "eval/seconds": time.perf_counter() - start}
 
     def _inject_fault(self) -> None:
         """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
@@ -296,11 +338,10 @@ class Runner:
         return path
 
 
-def loss_metrics(sums: list[float]) -> dict[str, float]:
-    """Means over every minibatch step of every rank, from [surrogate, value, entropy, KL, steps]."""
-    steps = max(sums[4], 1.0)
-    names = ("surrogate_loss", "value_loss", "entropy", "mean_kl")
-    return {name: total / steps for name, total in zip(names, sums[:4], strict=True)}
+def update_metrics(totals: dict[str, float]) -> dict[str, float]:
+    """Means over every minibatch step of every rank, from the update's sums (`PPO.update`)."""
+    steps = max(totals["steps"], 1.0)
+    return {name: total / steps for name, total in totals.items() if name != "steps"}
 
 
 def parameters_sha256(policy: torch.nn.Module) -> str:
@@ -336,13 +377,7 @@ def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None =
         env.generator.manual_seed(reseed)
         ppo.generator.manual_seed(reseed)
     if not resumed:
-        # Start the normaliser from the first observations (of every rank). Features that do
-        # not vary there yet (last action, joint velocities at rest) keep unit variance: their
-        # scale is unknown, and a tiny one would blow the first rollout's deviations up.
-        for normalizer, group in ((policy.actor_normalizer, "actor"), (policy.critic_normalizer, "critic")):
-            if normalizer is not None:
-                merge_into(normalizer, env.obs[group], ctx)
-                normalizer.var.masked_fill_(normalizer.var < 1e-6, 1.0)
+        start["env_steps"] = warm_up_normalizers(env, ppo, ctx, cfg.agent.num_steps_per_env)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
-    return Runner(task.name, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag()).run()
+    return Runner(task, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag()).run()

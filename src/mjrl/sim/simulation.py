@@ -94,6 +94,9 @@ class Simulation:
             self.nacon = wp.to_torch(self.data.nacon)
             mjw.forward(self.model, self.data)
         self.qpos0 = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
+        self.physics_version = 0
+        """Counts the calls that recompute contacts and derived state (`step`, `forward`): terms
+        cache what they derive from one physics state under it."""
         self._graph = self._capture_substeps() if cfg.graph else None
 
     @classmethod
@@ -118,6 +121,7 @@ class Simulation:
 
     def step(self) -> None:
         """Advance every world by `decimation` physics steps with the current `ctrl`."""
+        self.physics_version += 1
         with wp.ScopedDevice(self.wp_device):
             if self._graph is not None:
                 wp.capture_launch(self._graph)
@@ -139,7 +143,8 @@ class Simulation:
         self.time.masked_fill_(mask, 0.0)
 
     def forward(self) -> None:
-        """Recompute derived quantities (kinematics, sensors) from qpos/qvel without stepping."""
+        """Recompute derived quantities (kinematics, contacts, sensors) from qpos/qvel without stepping."""
+        self.physics_version += 1
         with wp.ScopedDevice(self.wp_device):
             mjw.forward(self.model, self.data)
 
