@@ -1,13 +1,14 @@
-"""`mjrl list | train ... | play ...`: one entry point for everything."""
+"""`mjrl list | train ... | play ... | plot ...`: one entry point for everything."""
 
 from __future__ import annotations
 
 import sys
 
-USAGE = """usage: mjrl {list,train,play} ...
+USAGE = """usage: mjrl {list,train,play,plot} ...
   list   tasks and presets
   train  train a policy (see `train --help`)
-  play   evaluate a checkpoint (see `play --help`)"""
+  play   evaluate a checkpoint (see `play --help`)
+  plot   draw learning curves of runs (see `mjrl plot --help`)"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         from mjrl.cli.play import main as play_main
 
         return play_main(rest)
-    print(f"mjrl: error: unknown command {command!r}; expected list, train or play", file=sys.stderr)
+    if command == "plot":
+        from mjrl.cli.plot import main as plot_main
+
+        return plot_main(rest)
+    print(f"mjrl: error: unknown command {command!r}; expected list, train, play or plot", file=sys.stderr)
     return 2
 
 

@@ -1,0 +1,162 @@
+"""Learning curves from runs' `metrics.jsonl`: one panel per metric, runs overlaid.
+
+matplotlib is imported inside `plot_runs` only: `train` and `play` never pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from mjrl.errors import UsageError
+
+XAxis = Literal["iteration", "env_steps", "wall_s"]
+X_LABELS = {"iteration": "iteration", "env_steps": "env steps", "wall_s": "wall time (s)"}
+# What `mjrl plot` shows without --metrics; the task's reward terms are added after these.
+DEFAULT_METRICS = ("mean_episode_return", "mean_episode_length", "learning_rate", "mean_kl")
+PANEL_INCHES = (4.0, 3.0)
+DPI = 100
+MAX_COLUMNS = 3
+
+
+def read_run_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The iterations of a run. A last line cut short (a run still writing) is left out."""
+    path = run_dir / "metrics.jsonl"
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: no such run directory")
+    if not path.is_file():
+        raise UsageError(f"{run_dir} has no metrics.jsonl")
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise UsageError(f"{path}: line {number} is not JSON") from None
+    if not rows:
+        raise UsageError(f"{path} holds no iterations yet")
+    return rows
+
+
+def series(rows: list[dict[str, Any]], x: XAxis, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, y) of one metric, null and missing values as NaN; None when the run never logged it."""
+    if not any(metric in row for row in rows):
+        return None
+    xs = np.array([row.get(x, math.nan) for row in rows], dtype=float)
+    ys = np.array([_number(row.get(metric)) for row in rows], dtype=float)
+    return xs, ys
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def smooth(values: np.ndarray, weight: float) -> np.ndarray:
+    """Debiased exponential moving average (TensorBoard's smoothing) that steps over NaN:
+    a gap stays a gap and does not poison the values after it."""
+    out = np.full_like(values, np.nan)
+    average, norm = 0.0, 0.0
+    for i, value in enumerate(values):
+        if math.isfinite(value):
+            average = weight * average + (1 - weight) * value
+            norm = weight * norm + (1 - weight)
+            out[i] = average / norm
+    return out
+
+
+def run_labels(run_dirs: Sequence[Path]) -> list[str]:
+    """Run directory names; parent/name where two runs share a name."""
+    names = [p.resolve().name for p in run_dirs]
+    return [f"{p.resolve().parent.name}/{n}" if names.count(n) > 1 else n for p, n in zip(run_dirs, names, strict=True)]
+
+
+def choose_metrics(runs: list[list[dict[str, Any]]], requested: Sequence[str] | None) -> list[str]:
+    """The requested metrics that some run logged (a name no run logged is bad input), or by
+    default DEFAULT_METRICS and every reward term, in that order."""
+    logged = {key for rows in runs for row in rows for key in row}
+    if requested:
+        unknown = [m for m in requested if m not in logged]
+        if unknown:
+            known = ", ".join(sorted(k for k in logged if k not in X_LABELS))
+            raise UsageError(f"no run logged {', '.join(unknown)}; logged metrics: {known}")
+        return list(dict.fromkeys(requested))
+    rewards = sorted(k for k in logged if k.startswith("reward/"))
+    return [m for m in DEFAULT_METRICS if m in logged] + rewards
+
+
+def plot_runs(
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    metrics: Sequence[str] | None = None,
+    x: XAxis = "iteration",
+    smoothing: float = 0.8,
+) -> Path:
+    """Draw the learning curves of `run_dirs` into the image `out` (its suffix picks the format)
+    and return its path. Each metric gets a panel of PANEL_INCHES at DPI, up to MAX_COLUMNS per
+    row; a run that did not log a metric is left out of that panel. The raw values are drawn
+    faint behind their smoothed curve."""
+    if not run_dirs:
+        raise UsageError("give at least one run directory")
+    if x not in X_LABELS:
+        raise UsageError(f"--x must be one of {', '.join(X_LABELS)}")
+    if not 0.0 <= smoothing < 1.0:
+        raise UsageError("--smoothing must be in [0, 1)")
+    out = Path(out)
+    paths = [Path(p) for p in run_dirs]
+    runs = [read_run_metrics(p) for p in paths]
+    chosen = choose_metrics(runs, metrics)
+    figure = _draw(runs, run_labels(paths), chosen, x, smoothing)
+    return _save_atomically(figure, out)
+
+
+def _draw(runs: list[list[dict[str, Any]]], labels: list[str], metrics: list[str], x: XAxis, smoothing: float) -> Any:
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    columns = min(MAX_COLUMNS, len(metrics))
+    rows = math.ceil(len(metrics) / columns)
+    figure = Figure(figsize=(PANEL_INCHES[0] * columns, PANEL_INCHES[1] * rows), dpi=DPI, layout="constrained")
+    axes = figure.subplots(rows, columns, squeeze=False).flatten()
+    colors = [f"C{i % 10}" for i in range(len(runs))]
+    for ax, metric in zip(axes, metrics, strict=False):
+        for rows_of_run, color in zip(runs, colors, strict=True):
+            data = series(rows_of_run, x, metric)
+            if data is None:
+                continue
+            xs, ys = data
+            # A lone value draws no line segment: mark it so it still shows.
+            marker = "o" if np.isfinite(ys).sum() < 2 else None
+            ax.plot(xs, ys, color=color, alpha=0.25, linewidth=1.0)
+            ax.plot(xs, smooth(ys, smoothing), color=color, linewidth=1.8, marker=marker)
+        ax.set_title(metric, fontsize=10)
+        ax.set_xlabel(X_LABELS[x], fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(metrics) :]:
+        ax.set_visible(False)
+    # Every run is named, including one with no values in the first panel.
+    axes[0].legend(handles=[Line2D([], [], color=c, label=n) for c, n in zip(colors, labels, strict=True)], fontsize=7)
+    return figure
+
+
+def _save_atomically(figure: Any, out: Path) -> Path:
+    """Write next to `out` and rename, so a reader never sees half an image."""
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in figure.canvas.get_supported_filetypes():
+        raise UsageError(f"--out {out}: unknown image type {out.suffix!r}; use .png, .svg or .pdf")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: directory {out.parent} does not exist")
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        figure.savefig(tmp, format=fmt)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
