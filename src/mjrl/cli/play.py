@@ -1,8 +1,9 @@
-"""`play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N] [--env.* ...]`.
+"""`play TASK --checkpoint PATH | --run-dir DIR | --zero-actions True [--episodes K] [--env.* ...]`.
 
 Runs the deterministic policy (the Gaussian's mean) for K whole episodes on clean observations
 and prints the mean return, the early-termination rate and the task's own figures, ending with
 one JSON line. `--env.*` flags change the env the checkpoint was trained on, for this evaluation.
+`--zero-actions True` evaluates the zero-action baseline instead of a checkpoint.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class PlayConfig(Generic[EnvT]):
     """Seed of the reset distribution."""
     obs_noise: bool = False
     """Keep the actor's observation noise (off: evaluate on clean observations)."""
+    zero_actions: bool = False
+    """Evaluate the zero-action baseline (the action offset held: a legged robot stands in its
+    home pose) on the task's default env instead of a checkpoint."""
 
 
 def _play(argv: list[str]) -> int:
@@ -49,7 +53,8 @@ def _play(argv: list[str]) -> int:
     args = list(argv)
     if not args or args[0] in ("-h", "--help"):
         print(
-            f"usage: play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N] [--env.* ...]\n\n"
+            "usage: play TASK --checkpoint PATH | --run-dir DIR | --zero-actions True [--episodes K] "
+            f"[--num-envs N] [--env.* ...]\n\n"
             f"tasks:\n{describe_tasks()}"
         )
         return 0 if args else 2
@@ -60,8 +65,12 @@ def _play(argv: list[str]) -> int:
     # The checkpoint's own env config is the default that `--env.*` flags change, so it is
     # read before the flags are parsed.
     path, state = None, None
-    if not {"-h", "--help"} & set(args):
-        path, state = _load(task, peek_option(args, "--checkpoint"), peek_option(args, "--run-dir"))
+    zero_actions = peek_option(args, "--zero-actions") in ("True", "true")
+    checkpoint, run_dir = peek_option(args, "--checkpoint"), peek_option(args, "--run-dir")
+    if zero_actions and (checkpoint or run_dir):
+        raise UsageError("--zero-actions True evaluates no checkpoint: drop --checkpoint and --run-dir")
+    if not zero_actions and not {"-h", "--help"} & set(args):
+        path, state = _load(task, checkpoint, run_dir)
     env_cfg = trained_env_config(task, state)
     prog, description = f"play {task_name}", f"Evaluate a {task_name} policy."
     cfg = parse_flags(PlayConfig[type(task.env_cfg)], PlayConfig(env=env_cfg), args, prog, description)
@@ -110,30 +119,29 @@ def evaluate(task, cfg: PlayConfig, path: Path | None = None, state: dict | None
     from mjrl.distributed.context import resolve_device
     from mjrl.envs import VecEnv
     from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.evaluate import run_episodes
+    from mjrl.runner.evaluate import ZeroActions, run_episodes
     from mjrl.runner.runner import build_policy
     from mjrl.runner.start import restore_policy
 
-    if state is None:
+    if state is None and not cfg.zero_actions:
         path, state = _load(task, cfg.checkpoint, cfg.run_dir)
     device = resolve_device(cfg.device)
     if device.type == "cpu":
         torch.set_num_threads(1)
-    train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
     env_cfg = dataclasses.replace(
         cfg.env, num_envs=cfg.num_envs or cfg.episodes, obs_noise=cfg.obs_noise, random_initial_episode_length=False
     )
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
-    policy = build_policy(env, train_cfg, device)
-    restore_policy(policy, state, path)
-    policy.eval()
+    if cfg.zero_actions:
+        policy, source = ZeroActions(env.num_actions), {"checkpoint": None, "iteration": 0}
+    else:
+        train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
+        policy = build_policy(env, train_cfg, device)
+        restore_policy(policy, state, path)
+        policy.eval()
+        source = {"checkpoint": str(path), "iteration": state["iteration"]}
     episodes = run_episodes(env, policy, cfg.episodes, task.play_metrics)
-    return {
-        "task": task.name,
-        "checkpoint": str(path),
-        "iteration": state["iteration"],
-        **episodes.summary(),
-    }
+    return {"task": task.name, **source, **episodes.summary()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
@@ -17,6 +18,21 @@ from mjrl.envs import VecEnv
 from mjrl.rl.networks import ActorCritic
 
 MetricsFn = Callable[[VecEnv], dict[str, torch.Tensor]]
+
+
+class DeterministicPolicy(Protocol):
+    def act_deterministic(self, actor_obs: torch.Tensor) -> torch.Tensor: ...
+
+
+class ZeroActions:
+    """The baseline policy: every action 0, so the env holds its action offset (for a legged
+    robot, the home pose). A trained policy's figures mean little without these beside them."""
+
+    def __init__(self, num_actions: int):
+        self.num_actions = num_actions
+
+    def act_deterministic(self, actor_obs: torch.Tensor) -> torch.Tensor:
+        return actor_obs.new_zeros(actor_obs.shape[0], self.num_actions)
 
 
 @dataclasses.dataclass
@@ -60,7 +76,7 @@ class Episodes:
 @torch.no_grad()
 def run_episodes(
     env: VecEnv,
-    policy: ActorCritic,
+    policy: DeterministicPolicy | ActorCritic,
     episodes: int,
     metrics_fn: MetricsFn | None = None,
     on_step: Callable[[], None] | None = None,

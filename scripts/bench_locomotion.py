@@ -1,0 +1,168 @@
+"""Does the quadruped walk? Train it on the CPU preset, evaluate it, plot it, record it.
+
+    python scripts/bench_locomotion.py --log-root /work/runs/loco            # train (over an hour), then report
+    python scripts/bench_locomotion.py --log-root /work/runs/loco --resume   # continue a cut-off run, then report
+    python scripts/bench_locomotion.py --run-dir RUN                         # report on a finished run
+
+Training is `train Mjrl-Velocity-Flat-Quadruped --device cpu --config configs/cpu-locomotion.yaml`
+(19.7 M env steps): run it in the background (`nohup ... &`). The report runs `play` on clean
+observations twice, for the trained policy and for zero actions (the robot standing in its home
+pose): forward commands of 0.5-1.0 m/s without lateral or yaw command, and the task's full
+command distribution. It checks the targets below, draws the learning curves against env steps
+and wall time (`docs/img/locomotion_cpu_*.png`), and writes the figures into
+`docs/benchmarks.md` between the markers of its section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from mjrl.runner.plots import plot_runs
+
+TASK = "Mjrl-Velocity-Flat-Quadruped"
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+BEGIN, END = "<!-- bench_locomotion:begin -->", "<!-- bench_locomotion:end -->"
+FORWARD = ["--env.commands.lin-vel-x", "0.5", "1.0", "--env.commands.lin-vel-y", "0", "0"]
+FORWARD += ["--env.commands.yaw-rate", "0", "0"]
+# (command set, figure, largest allowed value): the issue's definition of "walks".
+TARGETS = [
+    ("forward", "mean_lin_vel_error", 0.20),
+    ("forward", "early_termination_rate", 0.0),
+    ("full", "mean_lin_vel_error", 0.30),
+    ("full", "mean_yaw_rate_error", 0.40),
+    ("full", "early_termination_rate", 0.05),
+]
+CURVES = [
+    "mean_episode_return",
+    "eval/mean_lin_vel_error",
+    "eval/mean_yaw_rate_error",
+    "eval/early_termination_rate",
+    "eval/mean_foot_contact_fraction",
+    "eval/mean_swing_time",
+    "reward/track_lin_vel",
+    "mean_learning_rate",
+    "mean_kl",
+    "action_std",
+]
+
+
+def train(log_root: Path, resume: bool) -> Path:
+    command = [str(BIN / "train"), TASK, "--device", "cpu", "--config", str(ROOT / "configs/cpu-locomotion.yaml")]
+    command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
+    subprocess.run(command, check=True)
+    return max((log_root / TASK).glob("20*"))
+
+
+def play(episodes: int, source: list[str], commands: list[str]) -> dict:
+    command = [str(BIN / "play"), TASK, *source, "--episodes", str(episodes), "--device", "cpu", *commands]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+def metrics_lines(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def first_eval_meeting_targets(lines: list[dict]) -> dict | None:
+    """The first periodic evaluation (full command distribution) within the full-set targets."""
+    for line in lines:
+        if "eval/mean_lin_vel_error" not in line:
+            continue
+        ok = all(line[f"eval/{figure}"] <= limit for cmds, figure, limit in TARGETS if cmds == "full")
+        if ok:
+            return line
+    return None
+
+
+def report(run_dir: Path, episodes: int) -> str:
+    results = {}
+    for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", ["--zero-actions", "True"])):
+        for cmds, flags in (("forward", FORWARD), ("full", [])):
+            results[policy, cmds] = play(episodes, source, flags)
+    lines = metrics_lines(run_dir)
+    last, reached = lines[-1], first_eval_meeting_targets(lines)
+    images = []
+    for x in ("env_steps", "wall_s"):
+        out = ROOT / f"docs/img/locomotion_cpu_{x}.png"
+        logged = set().union(*lines)
+        plot_runs([run_dir], out, metrics=[m for m in CURVES if m in logged], x=x)
+        images.append(out.relative_to(ROOT / "docs"))
+
+    rows = ["| policy | commands | planar error (m/s) | yaw-rate error (rad/s) | early terminations "
+            "| foot contact | mean swing (s) |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for (policy, cmds), r in results.items():
+        rows.append(
+            f"| {policy} | {cmds} | {r['mean_lin_vel_error']:.3f} | {r['mean_yaw_rate_error']:.3f} "
+            f"| {r['early_termination_rate']:.1%} | {r['mean_foot_contact_fraction']:.2f} "
+            f"| {r['mean_swing_time']:.2f} |"
+        )
+    checks = [
+        f"- {cmds} commands, {figure} ≤ {limit}: {results['trained', cmds][figure]:.3f} "
+        f"{'**met**' if results['trained', cmds][figure] <= limit else '**not met**'}"
+        for cmds, figure, limit in TARGETS
+    ]
+    when = (
+        f"The periodic evaluation (16 envs, full command distribution) first met the full-set targets at "
+        f"iteration {reached['iteration']}: {reached['env_steps'] / 1e6:.1f} M env steps, "
+        f"{reached['wall_s'] / 60:.0f} min of training."
+        if reached
+        else "The periodic evaluation never met the full-set targets."
+    )
+    return "\n".join(
+        [
+            f"Device: CPU ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads; "
+            f"{datetime.date.today()}; torch {torch.__version__}. Run: `{run_dir.name}`, "
+            f"{last['iteration'] + 1} iterations, {last['env_steps'] / 1e6:.1f} M env steps, "
+            f"{last['wall_s'] / 60:.0f} min of training ({last['env_steps'] / last['wall_s']:.0f} env steps/s).",
+            "",
+            f"`play --episodes {episodes}`, deterministic policy, clean observations:",
+            "",
+            *rows,
+            "",
+            *checks,
+            "",
+            when,
+            "",
+            *[f"![learning curves]({image})" for image in images],
+        ]
+    )
+
+
+def write_section(text: str) -> None:
+    path = ROOT / "docs/benchmarks.md"
+    doc = path.read_text()
+    section = f"{BEGIN}\n{text}\n{END}"
+    if BEGIN in doc:
+        head, rest = doc.split(BEGIN, 1)
+        doc = head + section + rest.split(END, 1)[1]
+    else:
+        doc += f"\n## Locomotion on the CPU: `scripts/bench_locomotion.py`\n\n{section}\n"
+    path.write_text(doc)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", type=Path, help="report on this run instead of training")
+    parser.add_argument("--log-root", type=Path, default=ROOT / "logs")
+    parser.add_argument("--resume", action="store_true", help="continue the newest run under --log-root")
+    parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--no-write", action="store_true", help="print the report only")
+    args = parser.parse_args()
+    run_dir = args.run_dir or train(args.log_root, args.resume)
+    text = report(run_dir, args.episodes)
+    print(text)
+    if not args.no_write:
+        write_section(text)
+
+
+if __name__ == "__main__":
+    main()

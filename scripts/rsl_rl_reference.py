@@ -1,0 +1,194 @@
+"""Train one of mjrl's tasks with rsl_rl's PPO instead of mjrl's: the reference for PPO changes.
+
+rsl_rl is not a dependency of mjrl. Run this with a Python that has both (a separate venv):
+
+    python -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torch==2.13.0 rsl-rl-lib==5.5.1
+    /tmp/refvenv/bin/pip install -e .   # mjrl itself
+    /tmp/refvenv/bin/python scripts/rsl_rl_reference.py Mjrl-Cartpole-Swingup --seed 1 --out ref.jsonl
+
+The env is mjrl's own `VecEnv` (same task, observations, rewards and resets); the network,
+hyperparameters and rollout length come from the task's `AgentConfig`, so only the learner differs.
+Each iteration writes one line with mjrl's metric names (`mean_episode_return`, `mean_kl`,
+`mean_learning_rate`, `learning_rate`, `reward/<term>`, ...), which `mjrl plot` draws beside an
+mjrl run. Compare, for instance:
+
+    train Mjrl-Cartpole-Swingup --device cpu --seed 1 --logger none
+    mjrl plot logs/Mjrl-Cartpole-Swingup/<run> ref_dir --metrics mean_episode_return mean_kl
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import torch
+from rsl_rl.algorithms import PPO as RslPPO
+from rsl_rl.env import VecEnv as RslVecEnv
+from tensordict import TensorDict
+
+from mjrl.envs import VecEnv
+from mjrl.rl.config import AgentConfig
+from mjrl.tasks import load_task
+
+
+class MjrlAsRslEnv(RslVecEnv):
+    """mjrl's `VecEnv` behind rsl_rl's env interface (observation groups "actor" and "critic")."""
+
+    def __init__(self, env: VecEnv):
+        self.env = env
+        self.num_envs = env.num_envs
+        self.num_actions = env.num_actions
+        self.max_episode_length = env.max_episode_length
+        self.device = env.device
+        self.cfg = dataclasses.asdict(env.cfg)
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        return self.env.episode_length
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self.env.episode_length.copy_(value)
+
+    def get_observations(self) -> TensorDict:
+        return TensorDict(dict(self.env.obs), batch_size=[self.num_envs])
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        _, reward, terminated, truncated, _ = self.env.step(actions)
+        # rsl_rl bootstraps time-outs itself, from the value of the step's own observation.
+        return self.get_observations(), reward, (terminated | truncated).long(), {"time_outs": truncated}
+
+
+def rsl_rl_config(agent: AgentConfig, seed: int) -> dict:
+    """rsl_rl 5.x's runner config with the same network and hyperparameters as `agent`."""
+
+    def model(hidden: tuple[int, ...], distribution: dict | None) -> dict:
+        return {
+            "class_name": "MLPModel",
+            "hidden_dims": list(hidden),
+            "activation": agent.activation,
+            "obs_normalization": agent.normalize_observations,
+            "distribution_cfg": distribution,
+        }
+
+    gaussian = {"class_name": "GaussianDistribution", "init_std": agent.init_noise_std, "std_type": "scalar"}
+    return {
+        "seed": seed,
+        "num_steps_per_env": agent.num_steps_per_env,
+        "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
+        "multi_gpu": None,
+        "actor": model(agent.actor_hidden_dims, gaussian),
+        "critic": model(agent.critic_hidden_dims, None),
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": agent.num_learning_epochs,
+            "num_mini_batches": agent.num_mini_batches,
+            "learning_rate": agent.learning_rate,
+            "schedule": agent.schedule,
+            "gamma": agent.gamma,
+            "lam": agent.lam,
+            "entropy_coef": agent.entropy_coef,
+            "desired_kl": agent.desired_kl,
+            "max_grad_norm": agent.max_grad_norm,
+            "value_loss_coef": agent.value_loss_coef,
+            "use_clipped_value_loss": agent.value_clip_param > 0,
+            "clip_param": agent.clip_param,
+        },
+    }
+
+
+def record_update_trace(alg: RslPPO) -> dict[str, list[float]]:
+    """Per-minibatch KL (against the rollout policy) and learning rate of `alg`'s updates:
+    rsl_rl computes both but does not return them."""
+    trace: dict[str, list[float]] = {"kl": [], "lr": []}
+    kl_of, step = alg.actor.get_kl_divergence, alg.optimizer.step
+
+    def kl_recorded(*args, **kwargs):
+        kl = kl_of(*args, **kwargs)
+        trace["kl"].append(kl.mean().item())
+        return kl
+
+    def step_recorded(*args, **kwargs):
+        trace["lr"].append(alg.optimizer.param_groups[0]["lr"])
+        return step(*args, **kwargs)
+
+    alg.actor.get_kl_divergence = kl_recorded
+    alg.optimizer.step = step_recorded
+    return trace
+
+
+def iteration_metrics(env: VecEnv, alg: RslPPO, trace: dict[str, list[float]]) -> dict[str, float]:
+    ret_sum, len_sum, count = env.episode_stats().tolist()
+    terms = env.pop_term_stats().tolist()
+    steps = max(terms[-1], 1.0)
+    metrics = {
+        "mean_episode_return": ret_sum / count if count else float("nan"),
+        "mean_episode_length": len_sum / count if count else float("nan"),
+        "mean_kl": sum(trace["kl"]) / max(len(trace["kl"]), 1),
+        "mean_learning_rate": sum(trace["lr"]) / max(len(trace["lr"]), 1),
+        "learning_rate": alg.learning_rate,
+        "action_std": alg.actor.output_std.mean().item(),
+    }
+    metrics["mean_step_reward"] = sum(terms[: len(env.task.rewards)]) / steps
+    metrics.update({name: total / steps for name, total in zip(env.term_names(), terms[:-2], strict=True)})
+    trace["kl"].clear()
+    trace["lr"].clear()
+    return metrics
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("task")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--num-envs", type=int, default=0, help="0: the task's default")
+    parser.add_argument("--iterations", type=int, default=0, help="0: the task's max_iterations")
+    parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, required=True, help="a directory; metrics.jsonl goes inside")
+    args = parser.parse_args()
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(args.seed)
+
+    task = load_task(args.task)
+    env_cfg = task.env_cfg if not args.num_envs else dataclasses.replace(task.env_cfg, num_envs=args.num_envs)
+    env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=args.seed)
+    rsl_env = MjrlAsRslEnv(env)
+    cfg = rsl_rl_config(task.agent_cfg, args.seed)
+    alg = RslPPO.construct_algorithm(rsl_env.get_observations(), rsl_env, cfg, "cpu")
+    trace = record_update_trace(alg)
+    iterations = args.iterations or task.agent_cfg.max_iterations
+    args.out.mkdir(parents=True, exist_ok=True)
+    env_steps, wall_s = 0, 0.0
+
+    # The loop of rsl_rl's OnPolicyRunner.learn, with mjrl's metrics written each iteration.
+    obs = rsl_env.get_observations()
+    alg.train_mode()
+    with (args.out / "metrics.jsonl").open("w") as out:
+        for iteration in range(iterations):
+            start = time.perf_counter()
+            with torch.inference_mode():
+                for _ in range(cfg["num_steps_per_env"]):
+                    obs, rewards, dones, extras = rsl_env.step(alg.act(obs))
+                    alg.process_env_step(obs, rewards, dones, extras)
+                alg.compute_returns(obs)
+            collected = time.perf_counter()
+            alg.update()
+            done = time.perf_counter()
+            env_steps += cfg["num_steps_per_env"] * env.num_envs
+            wall_s += done - start
+            line = {"iteration": iteration, "env_steps": env_steps, "wall_s": round(wall_s, 3)}
+            line |= {"collection_s": collected - start, "learning_s": done - collected}
+            line |= iteration_metrics(env, alg, trace)
+            out.write(json.dumps(line) + "\n")
+            out.flush()
+            print(
+                f"it {iteration:5d} | return {line['mean_episode_return']:9.2f} | kl {line['mean_kl']:.4f} "
+                f"| lr {line['mean_learning_rate']:.1e}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
