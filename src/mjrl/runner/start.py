@@ -17,7 +17,7 @@ from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, merge_into
 from mjrl.runner.checkpoint import load_newest_checkpoint
 from mjrl.runner.config import TrainConfig
-from mjrl.runner.run_dir import new_run_dir_path, newest_run_dir
+from mjrl.runner.run_dir import claim_run_dir, newest_run_dir
 
 
 def seed_everything(seed: int) -> None:
@@ -59,12 +59,12 @@ def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[
     if explicit is not None:
         return explicit, True
     if ctx.job_id is None:
-        return new_run_dir_path(cfg.log_root, task_name, cfg.run_name), False
+        return claim_run_dir(cfg.log_root, task_name, cfg.run_name), False
     marker = Path(cfg.log_root) / task_name / ".jobs" / ctx.job_id
     if marker.is_file():
         run_dir = Path(marker.read_text().strip())
         return run_dir, any((run_dir / "checkpoints").glob("model_*.pt"))
-    run_dir = new_run_dir_path(cfg.log_root, task_name, cfg.run_name)
+    run_dir = claim_run_dir(cfg.log_root, task_name, cfg.run_name)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(str(run_dir))
     return run_dir, False

