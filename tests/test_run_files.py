@@ -8,6 +8,8 @@ import multiprocessing
 import os
 from pathlib import Path
 
+from conftest import TINY_RUN, last_json, read_jsonl, run_cli
+
 from mjrl.runner.run_dir import claim_run_dir
 
 TASK = "Mjrl-Cartpole-Balance"
@@ -36,3 +38,24 @@ def test_runs_started_in_the_same_second_get_their_own_directories(log_root):
     for d in dirs:
         assert len(list(Path(d).iterdir())) == 1, list(Path(d).iterdir())
     assert sorted(Path(d).name for d in dirs)[0] == "2026-11-22_10-14-16_sweep"
+
+
+def train(log_root: Path, *extra: str):
+    result = run_cli("train", TASK, *TINY_RUN, "--log-root", str(log_root), *extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_resume_skips_a_torn_last_metrics_line(log_root):
+    """A power loss in the middle of writing metrics.jsonl leaves half a line; resuming (and so
+    every elastic restart) must warn and go on, not crash on it."""
+    result = train(log_root, "--agent.max-iterations", "3", "--agent.save-interval", "2")
+    run_dir = Path(last_json(result.stdout)["run_dir"])
+    (run_dir / "checkpoints" / "model_000003.pt").unlink()  # the run "died" during iteration 3's save
+    metrics = run_dir / "metrics.jsonl"
+    text = metrics.read_text()
+    metrics.write_text(text[: len(text) - len(text.splitlines()[-1]) // 2 - 1])  # half of the last line
+    resumed = train(log_root, "--agent.max-iterations", "3", "--resume-dir", str(run_dir))
+    assert "warning: skipping damaged line 3 of" in resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    assert [m["iteration"] for m in read_jsonl(metrics)] == [0, 1, 2]

@@ -332,6 +332,8 @@ class Runner:
     def save(self) -> Path | None:
         if not self.ctx.is_main:
             return None
+        if self.metrics_file is not None:
+            self.metrics_file.sync()
         path = checkpoint_path(self.run_dir, self.iteration)
         save_checkpoint(path, self.state_dict())
         self.last_checkpoint = path
