@@ -14,7 +14,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 
@@ -41,6 +41,15 @@ class EnvConfig:
     """Start envs at random points of their first episode so time-outs spread over iterations."""
     sim: SimConfig = SimConfig()
     """Physics settings."""
+
+    bounds: ClassVar[dict] = {
+        "num_envs": ">= 1",
+        "episode_length_s": "> 0",
+        "action_scale": "> 0",
+        "action_clip": "> 0",
+    }
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`); a task's subclass
+    adds its own."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
@@ -74,6 +76,19 @@ class TrainConfig(Generic[EnvT]):
     shared out among the ranks on this node for the PPO update (1.8 s -> 1.1 s per quadruped
     update of 12,288 samples on 2 cores); on a GPU, torch's default."""
 
+    bounds: ClassVar[dict] = {
+        "seed": ">= 0",
+        "nproc_per_node": ">= 0",
+        "nnodes": ">= 1",
+        "node_rank": ">= -1",
+        "rdzv_timeout_s": "> 0",
+        "max_restarts": ">= 0",
+        "collective_timeout_s": "> 0",
+        "hang_timeout_s": "> 0",
+        "torch_threads": ">= 0",
+    }
+    """Ranges of the numeric fields, checked by `check_numbers` (as in every config class)."""
+
 
 def to_dict(cfg: Any) -> Any:
     """Dataclasses to nested dicts of plain values (tuples become lists), for YAML and checkpoints."""
@@ -118,33 +133,89 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     return value
 
 
+# The rules a config class may declare for its numeric fields, in its `bounds` class attribute
+# (a field name -> a rule or a tuple of rules). Numbers: ">= 1", "> 0", "<= 1", "< 1", or an
+# interval "(0, 1]"; they apply to each element of a tuple field. "ordered": a (low, high)
+# range with low <= high.
+_COMPARISON = re.compile(r"^(>=|>|<=|<)\s*(\S+)$")
+_INTERVAL = re.compile(r"^([\[(])\s*([^,]+?)\s*,\s*([^\])]+?)\s*([\])])$")
+_WORDS = {">=": "at least", ">": "greater than", "<=": "at most", "<": "less than"}
+
+
+def field_rules(cls: type) -> dict[str, tuple[str, ...]]:
+    """The `bounds` of `cls` and of the config classes it derives from (a task's env config
+    inherits EnvConfig's)."""
+    rules: dict[str, tuple[str, ...]] = {}
+    for klass in reversed(cls.__mro__):
+        for name, rule in vars(klass).get("bounds", {}).items():
+            rules[name] = (rule,) if isinstance(rule, str) else tuple(rule)
+    return rules
+
+
+def rule_holds(rule: str, value: Any) -> bool:
+    if value is None:  # an optional field left unset (SimConfig.nconmax)
+        return True
+    if rule == "ordered":
+        return list(value) == sorted(value)
+    items = value if isinstance(value, tuple) else (value,)
+    if match := _COMPARISON.match(rule):
+        op, bound = match.group(1), float(match.group(2))
+        compare = {">=": float.__ge__, ">": float.__gt__, "<=": float.__le__, "<": float.__lt__}[op]
+        return all(compare(float(x), bound) for x in items)
+    match = _INTERVAL.match(rule)
+    if match is None:
+        raise ValueError(f"malformed bounds rule {rule!r}")
+    low, high = float(match.group(2)), float(match.group(3))
+    closed_low, closed_high = match.group(1) == "[", match.group(4) == "]"
+    return all(
+        (low <= x if closed_low else low < x) and (x <= high if closed_high else x < high) for x in map(float, items)
+    )
+
+
+def describe_rule(rule: str, value: Any) -> str:
+    if rule == "ordered":
+        return "a range LOW HIGH with LOW <= HIGH"
+    each = "each " if isinstance(value, tuple) else ""
+    if match := _COMPARISON.match(rule):
+        return f"{each}{_WORDS[match.group(1)]} {match.group(2)}"
+    return f"{each}in {rule}"
+
+
+def check_numbers(cfg: Any, where: str = "") -> None:
+    """Every numeric field of `cfg` and of its nested configs (a task's included) must be finite
+    and obey its class's `bounds`. The fields are walked, not listed, so a new field is checked
+    for finiteness from the start and for its range once it declares one."""
+    rules = field_rules(type(cfg))
+    names = [f.name for f in dataclasses.fields(cfg)]
+    if unknown := set(rules) - set(names):
+        raise TypeError(f"{type(cfg).__name__}.bounds names fields it does not have: {sorted(unknown)}")
+    for name in names:
+        value = getattr(cfg, name)
+        if dataclasses.is_dataclass(value):
+            check_numbers(value, f"{where}{name}.")
+            continue
+        flag = "--" + f"{where}{name}".replace("_", "-")
+        items = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(x, float) and not math.isfinite(x) for x in items):
+            raise UsageError(f"{flag} must be a finite number (got {_text(value)})")
+        for rule in rules.get(name, ()):
+            if not rule_holds(rule, value):
+                raise UsageError(f"{flag} must be {describe_rule(rule, value)} (got {_text(value)})")
+
+
+def _text(value: Any) -> str:
+    return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
 def validate(cfg: TrainConfig) -> None:
     """Reject configs that cannot run, with a message saying which flag to change."""
+    check_numbers(cfg)
     env, agent = cfg.env, cfg.agent
-    checks = [
-        (env.num_envs >= 1, f"--env.num-envs must be at least 1 (got {env.num_envs})"),
-        (env.episode_length_s > 0, "--env.episode-length-s must be positive"),
-        (env.sim.decimation >= 1, "--env.sim.decimation must be at least 1"),
-        (agent.num_steps_per_env >= 1, "--agent.num-steps-per-env must be at least 1"),
-        (agent.max_iterations >= 1, "--agent.max-iterations must be at least 1"),
-        (agent.save_interval >= 1, "--agent.save-interval must be at least 1"),
-        (agent.num_learning_epochs >= 1, "--agent.num-learning-epochs must be at least 1"),
-        (agent.num_mini_batches >= 1, "--agent.num-mini-batches must be at least 1"),
-        (agent.learning_rate > 0, "--agent.learning-rate must be positive"),
-        (agent.init_noise_std > 0, "--agent.init-noise-std must be positive"),
-        (0 < agent.gamma <= 1 and 0 <= agent.lam <= 1, "--agent.gamma must be in (0, 1], --agent.lam in [0, 1]"),
-        (cfg.nproc_per_node >= 0, "--nproc-per-node must be at least 0"),
-        (
-            not (cfg.distributed and cfg.nproc_per_node),
+    if cfg.distributed and cfg.nproc_per_node:
+        raise UsageError(
             "--distributed True is for workers started by torchrun and --nproc-per-node starts mjrl's own "
-            "launcher: give one of them",
-        ),
-        (cfg.collective_timeout_s > 0, "--collective-timeout-s must be positive"),
-        (cfg.hang_timeout_s > 0, "--hang-timeout-s must be positive"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UsageError(message)
+            "launcher: give one of them"
+        )
     batch = env.num_envs * agent.num_steps_per_env
     if batch % agent.num_mini_batches:
         raise UsageError(
