@@ -90,6 +90,26 @@ def test_train_rejects_harmful_numbers(flag, value, log_root):
     assert_clean_usage_error(result, log_root, flag)
 
 
+@pytest.mark.parametrize("endpoint", ["badhost", "localhost:notaport", "localhost:70000", ":29500"])
+def test_train_rejects_a_malformed_rendezvous_endpoint(endpoint, log_root):
+    result = run_cli(
+        "train",
+        TASK,
+        "--nproc-per-node",
+        "1",
+        "--rdzv-endpoint",
+        endpoint,
+        "--agent.max-iterations",
+        "1",
+        "--log-root",
+        str(log_root),
+        "--device",
+        "cpu",
+        timeout=120,
+    )
+    assert_clean_usage_error(result, log_root, "--rdzv-endpoint", "HOST:PORT")
+
+
 def _leaves(cfg, where: str = ""):
     """(dotted path, owning config, field name, value) of every non-config field, recursively."""
     for field in dataclasses.fields(cfg):
