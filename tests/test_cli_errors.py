@@ -58,6 +58,35 @@ def test_train_rejects_a_config_file_with_an_unknown_key(tmp_path, log_root):
     assert_clean_usage_error(result, log_root, "'env.sim.cuda_graph'", "graph")
 
 
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("agent:\n  actor_hidden_dims: 64\n", "agent.actor_hidden_dims: expected a list of int, got 64"),
+        ("agent:\n  actor_hidden_dims: [a, b]\n", "agent.actor_hidden_dims[0]: expected int, got 'a'"),
+        ("env:\n  sim:\n    nconmax: many\n", "env.sim.nconmax: expected int or null"),
+        ("env:\n  num_envs: true\n", "env.num_envs: expected int, got True"),
+    ],
+    ids=["number-for-list", "strings-in-list", "string-for-optional", "bool-for-int"],
+)
+def test_train_type_checks_config_file_values(text, needle, tmp_path, log_root):
+    """List, optional and integer values in a config file are checked against the field's type."""
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    result = run_cli(
+        "train",
+        TASK,
+        "--config",
+        str(config),
+        "--agent.max-iterations",
+        "1",
+        "--log-root",
+        str(log_root),
+        "--device",
+        "cpu",
+    )
+    assert_clean_usage_error(result, log_root, needle)
+
+
 def test_play_rejects_missing_and_corrupt_checkpoints(tmp_path, log_root):
     missing = run_cli("play", TASK, "--checkpoint", str(tmp_path / "nope.pt"))
     assert_clean_usage_error(missing, log_root, "does not exist")

@@ -119,18 +119,45 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
-    origin = typing.get_origin(hint)
-    if origin is tuple and isinstance(value, list):
-        return tuple(value)
+    """`value` from a YAML file as a value of type `hint`, or a UsageError naming the key: the
+    dataclasses themselves check nothing, and a wrong type fails much later with a traceback."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin is Literal:
+        if value not in args:
+            raise UsageError(f"config key {where}: {value!r} is not one of {args}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, option, where)
+            except UsageError:
+                continue
+        raise UsageError(f"config key {where}: expected {_type_name(hint)}, got {value!r}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise UsageError(f"config key {where}: expected a list of {_type_name(hint)}, got {value!r}")
+        hints = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
+        if len(hints) != len(value):
+            raise UsageError(f"config key {where}: expected a list of {len(hints)} items, got {value!r}")
+        return tuple(_coerce(v, h, f"{where}[{i}]") for i, (v, h) in enumerate(zip(value, hints, strict=True)))
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if origin is Literal and value not in typing.get_args(hint):
-        raise UsageError(f"config key {where}: {value!r} is not one of {typing.get_args(hint)}")
-    if origin in (typing.Union, types.UnionType) or origin is Literal or hint is Any:
-        return value
-    if isinstance(hint, type) and not isinstance(value, hint):
-        raise UsageError(f"config key {where}: expected {hint.__name__}, got {value!r}")
+    # bool is an int to Python, not to a config: `num_envs: true` is a mistake.
+    if isinstance(hint, type) and (not isinstance(value, hint) or (hint is not bool and isinstance(value, bool))):
+        raise UsageError(f"config key {where}: expected {_type_name(hint)}, got {value!r}")
     return value
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) is tuple:
+        return " ".join(dict.fromkeys(_type_name(a) for a in typing.get_args(hint) if a is not Ellipsis))
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
 # The rules a config class may declare for its numeric fields, in its `bounds` class attribute
