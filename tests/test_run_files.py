@@ -8,6 +8,7 @@ import multiprocessing
 import os
 from pathlib import Path
 
+import yaml
 from conftest import TINY_RUN, last_json, read_jsonl, run_cli
 
 from mjrl.runner.run_dir import claim_run_dir
@@ -59,3 +60,45 @@ def test_resume_skips_a_torn_last_metrics_line(log_root):
     assert "warning: skipping damaged line 3 of" in resumed.stderr
     assert "Traceback" not in resumed.stderr
     assert [m["iteration"] for m in read_jsonl(metrics)] == [0, 1, 2]
+
+
+def reproduce(config: Path, log_root: Path, *extra: str) -> Path:
+    """Train again from a run's config.yaml; returns the new run's directory."""
+    result = run_cli("train", "--config", str(config), "--log-root", str(log_root), *extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(last_json(result.stdout)["run_dir"])
+
+
+def test_config_round_trip_of_a_single_process_run(log_root, tmp_path):
+    first = Path(last_json(train(log_root, "--agent.max-iterations", "1", "--seed", "5").stdout)["run_dir"])
+    saved = yaml.safe_load((first / "config.yaml").read_text())
+    assert saved["task"] == TASK and saved["seed"] == 5
+    assert not {"log_root", "resume", "resume_dir", "rdzv_id", "fault"} & set(saved)
+    again = reproduce(first / "config.yaml", tmp_path / "elsewhere")
+    assert again != first and again.parent == tmp_path / "elsewhere" / TASK
+    assert yaml.safe_load((again / "config.yaml").read_text()) == saved
+
+
+def test_config_round_trip_of_a_launcher_run(log_root):
+    """The built-in launcher hands its workers `distributed: true, nproc_per_node: 0`; the run
+    must record what the user gave, which starts the launcher again."""
+    result = train(log_root, "--agent.max-iterations", "1", "--nproc-per-node", "2")
+    first = Path(last_json(result.stdout)["run_dir"])
+    saved = yaml.safe_load((first / "config.yaml").read_text())
+    assert saved["nproc_per_node"] == 2 and saved["distributed"] is False
+    again = reproduce(first / "config.yaml", log_root)
+    assert again != first
+    assert (again / "ranks" / "rank_1.log").is_file()  # two ranks again
+    assert yaml.safe_load((again / "config.yaml").read_text()) == saved
+
+
+def test_resume_keeps_the_original_config_and_its_reproduction_starts_afresh(log_root):
+    first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+    original = (first / "config.yaml").read_text()
+    train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    assert (first / "config.yaml").read_text() == original
+    resumed = yaml.safe_load((first / "config.resume-000001.yaml").read_text())
+    assert resumed["agent"]["max_iterations"] == 2 and "resume_dir" not in resumed
+    again = reproduce(first / "config.yaml", log_root)
+    assert again != first  # a new run, not a continuation of the old one
+    assert [m["iteration"] for m in read_jsonl(again / "metrics.jsonl")] == [0]

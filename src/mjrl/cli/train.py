@@ -96,7 +96,7 @@ def _train(argv: list[str]) -> int:
     return 0
 
 
-def _distributed_worker(task: Any, cfg: Any) -> dict:
+def _distributed_worker(task: Any, cfg: Any, given: Any = None) -> dict:
     """One rank of a distributed job: join the process group, train, leave the group."""
     from mjrl.distributed.context import init_distributed, shutdown_distributed
     from mjrl.runner.preemption import Preempted, StopFlag
@@ -107,7 +107,7 @@ def _distributed_worker(task: Any, cfg: Any) -> dict:
     ctx = init_distributed(cfg.device, cfg.collective_timeout_s, cfg.hang_timeout_s)
     ctx.watchdog.start()
     try:
-        summary = train(task, cfg, ctx, stop)
+        summary = train(task, cfg, ctx, stop, given)
     except Preempted:
         ctx.watchdog.stop()
         raise
@@ -121,14 +121,15 @@ def _distributed_worker(task: Any, cfg: Any) -> dict:
     return summary
 
 
-def launched_worker(task_name: str, cfg: Any) -> dict:
+def launched_worker(task_name: str, cfg: Any, given: Any = None) -> dict:
     """Entry point of the built-in launcher's workers (module level, for the spawn start
-    method). Bad input ends the worker with exit code 2 and one line, as in the CLI."""
+    method). `given` is the config the user gave the launcher (for config.yaml). Bad input ends
+    the worker with exit code 2 and one line, as in the CLI."""
     from mjrl.runner.preemption import Preempted
     from mjrl.tasks import load_task
 
     try:
-        return _distributed_worker(load_task(task_name), cfg)
+        return _distributed_worker(load_task(task_name), cfg, given)
     except UsageError as exc:
         print(f"train: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
@@ -160,7 +161,7 @@ def _launch(task_name: str, cfg: Any) -> int:
     )
     worker_cfg = dataclasses.replace(cfg, distributed=True, nproc_per_node=0)
     try:
-        results = launch(opts, launched_worker, task_name, worker_cfg)
+        results = launch(opts, launched_worker, task_name, worker_cfg, cfg)
     except ChildFailedError as exc:
         return _report_failure(exc)
     except SignalException as exc:

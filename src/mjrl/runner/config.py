@@ -99,6 +99,21 @@ def to_dict(cfg: Any) -> Any:
     return cfg
 
 
+# Where and how one particular run is written or continued, not what the experiment is:
+# feeding them back would continue the old run (resume_dir, rdzv_id, whose job marker names
+# the run directory), write into a folder that may not exist on this machine (log_root), or
+# inject a test fault again.
+NOT_REPRODUCED = ("log_root", "resume", "resume_dir", "rdzv_id", "fault")
+
+
+def experiment_config(task_name: str, given: TrainConfig) -> dict[str, Any]:
+    """config.yaml: the config as the user gave it (launch options included: a run started with
+    --nproc-per-node 2 records 2, not what the launcher handed its workers), without the keys
+    that locate or continue one particular run. `train --config` with it reproduces the run."""
+    config = {k: v for k, v in to_dict(given).items() if k not in NOT_REPRODUCED}
+    return {"task": task_name, **config}
+
+
 def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
     """Return `cfg` with the (possibly partial, nested) `values` applied; unknown keys are errors."""
     hints = typing.get_type_hints(type(cfg))

@@ -25,7 +25,7 @@ from mjrl.envs import VecEnv
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, RolloutBuffer
 from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
-from mjrl.runner.config import TrainConfig, to_dict, validate
+from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
@@ -65,10 +65,13 @@ class Runner:
         run_dir: Path,
         start: dict[str, Any],
         stop: StopFlag,
+        given: TrainConfig | None = None,
     ):
         self.task = task
         self.task_name = task.name
         self.cfg = cfg
+        self.given = given or cfg  # the config as the user gave it (before the launcher's changes)
+        self.resumed_at = start["iteration"] if start.get("resumed") else None
         self.ctx = ctx
         self.env = env
         self.ppo = ppo
@@ -291,12 +294,18 @@ class Runner:
         if not self.ctx.is_main:
             return
         config = to_dict(self.cfg)
-        config_text = yaml.safe_dump({"task": self.task_name, **config}, sort_keys=False)
-        (self.run_dir / "config.yaml").write_text(config_text)
+        self._write_config()
         self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", self.iteration)
         self.tracker = Tracker(
             self.cfg.logger, self.run_dir, config, self.cfg.wandb_project, self.cfg.run_name, self.wandb_id
         )
+
+    def _write_config(self) -> None:
+        """config.yaml is the run as first started and is never overwritten by a resume; each
+        resume records its own config beside it, as config.resume-<iteration>.yaml."""
+        name = "config.yaml" if self.resumed_at is None else f"config.resume-{self.resumed_at:06d}.yaml"
+        text = yaml.safe_dump(experiment_config(self.task_name, self.given), sort_keys=False)
+        (self.run_dir / name).write_text(text)
 
     def _close_outputs(self) -> None:
         if self.rank_log is not None:
@@ -358,8 +367,12 @@ class ReplicaMismatch(RuntimeError):
     """The ranks' parameters differ: data-parallel training has lost lockstep."""
 
 
-def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None) -> dict[str, Any]:
-    """Run (or resume) one training job on this rank; returns its summary."""
+def train(
+    task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None, given: TrainConfig | None = None
+) -> dict[str, Any]:
+    """Run (or resume) one training job on this rank; returns its summary. `given` is the config
+    as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
+    its workers a changed one)."""
     validate(cfg)
     run_dir, source, state, resumed = agree_on_run(task.name, cfg, ctx)
 
@@ -382,4 +395,5 @@ def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None =
         start["env_steps"] = warm_up_normalizers(env, ppo, ctx, cfg.agent.num_steps_per_env)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
-    return Runner(task, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag()).run()
+    start["resumed"] = resumed
+    return Runner(task, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag(), given).run()
