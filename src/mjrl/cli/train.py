@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from mjrl.cli.common import load_preset, parse_flags, pop_option, preset_names, read_yaml, run_command
-from mjrl.errors import UsageError
+from mjrl.errors import SharedUsageError, UsageError
 
 USAGE = """usage: train TASK [--preset NAME] [--config FILE] [flags]
 
@@ -111,6 +113,15 @@ def _distributed_worker(task: Any, cfg: Any, given: Any = None) -> dict:
     except Preempted:
         ctx.watchdog.stop()
         raise
+    except UsageError as exc:
+        # Stop this rank's watchdog first: an abort seen now would turn this exit 2 into 75.
+        ctx.watchdog.stop()
+        if not isinstance(exc, SharedUsageError):  # the others do not know yet
+            ctx.watchdog.abort(f"rank {ctx.rank}: {exc}")
+        # Leave the process group before exiting: torch's threads still running at interpreter
+        # exit abort the process (SIGABRT instead of exit code 2).
+        shutdown_distributed()
+        raise
     except BaseException as exc:
         # Tell the other ranks (on every node) at once, instead of leaving them blocked in a
         # collective with this one until it times out.
@@ -131,7 +142,9 @@ def launched_worker(task_name: str, cfg: Any, given: Any = None) -> dict:
     try:
         return _distributed_worker(load_task(task_name), cfg, given)
     except UsageError as exc:
-        print(f"train: error: {exc}", file=sys.stderr, flush=True)
+        # Every rank knows a shared error: one line per node, from its local rank 0.
+        if not isinstance(exc, SharedUsageError) or os.environ.get("LOCAL_RANK", "0") == "0":
+            print(f"train: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
     except Preempted as stop:
         sys.exit(stop.exit_code)
@@ -150,6 +163,11 @@ def _launch(task_name: str, cfg: Any) -> int:
 
     if cfg.device.startswith("cuda"):
         check_cuda_capacity(cfg.nproc_per_node)
+    # torch's agent logs a traceback of its own for every worker that exits non-zero and a
+    # warning for each one it stops; the workers and `_report_failure` say what failed, and bad
+    # input must stay one line.
+    for name in ("torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     opts = LaunchOptions(
         nproc_per_node=cfg.nproc_per_node,
         nnodes=cfg.nnodes,
@@ -225,6 +243,8 @@ def _report_failure(exc: Any) -> int:
     # A rank stopped by its watchdog only reacted to another rank's failure.
     roots = [r for r, f in failures.items() if f.exitcode != WATCHDOG_EXIT] or list(failures)
     root = min(roots, key=lambda r: (failures[r].timestamp, r))
+    if failures[root].exitcode == 2:
+        return 2  # bad input: the worker printed its one line already
     for rank in sorted(failures, key=lambda r: (r != root, r)):
         failure = failures[rank]
         label = " (first failure)" if rank == root and len(failures) > 1 else ""

@@ -32,7 +32,7 @@ from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
 from mjrl.runner.start import (
     agree_on_run,
-    restore_policy,
+    restore_policy_everywhere,
     restore_training_state,
     seed_everything,
     sync_from_main,
@@ -382,8 +382,8 @@ def train(
     ppo = PPO(policy, cfg.agent, ctx)
     ppo.generator.manual_seed(cfg.seed + ctx.rank)
     start = {"iteration": 0, "env_steps": 0, "wall_s": 0.0, "wandb_id": uuid.uuid4().hex[:12]}
+    restore_policy_everywhere(ctx, policy, state, source)
     if state is not None:
-        restore_policy(policy, state, source)
         start = restore_training_state(state, ppo, env)
     start = sync_from_main(ctx, ppo, start)
     if resumed and state is None:

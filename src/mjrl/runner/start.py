@@ -12,7 +12,7 @@ import torch
 
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
-from mjrl.errors import UsageError
+from mjrl.errors import SharedUsageError, UsageError
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, merge_into
 from mjrl.runner.checkpoint import load_newest_checkpoint
@@ -43,6 +43,21 @@ def restore_policy(policy: ActorCritic, state: dict, source: Path) -> None:
             f"checkpoint {source} does not fit this task's policy (different observation, action or "
             f"layer sizes): {str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
         ) from exc
+
+
+def restore_policy_everywhere(ctx: DistContext, policy: ActorCritic, state: dict | None, source: Path | None) -> None:
+    """Rank 0 (which alone holds the checkpoint) loads its weights; if they do not fit the
+    configured network, every rank raises the same error. Raised on rank 0 alone, it left the
+    others in the next collective until their watchdogs ended the job with exit code 75."""
+    error = ""
+    if state is not None:
+        try:
+            restore_policy(policy, state, source)
+        except UsageError as exc:
+            error = str(exc)
+    error = ctx.broadcast_text(error)
+    if error:
+        raise SharedUsageError(error)
 
 
 def check_task(state: dict, task_name: str, source: Path) -> None:
@@ -85,7 +100,7 @@ def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Pa
             outcome = f"error\t{exc}"
     kind, *rest = ctx.broadcast_text(outcome).split("\t")
     if kind == "error":
-        raise UsageError(rest[0])
+        raise SharedUsageError(rest[0])
     return Path(rest[0]), source, state, rest[1] == "1"
 
 
