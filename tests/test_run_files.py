@@ -8,9 +8,11 @@ import multiprocessing
 import os
 from pathlib import Path
 
+import torch
 import yaml
 from conftest import TINY_RUN, last_json, read_jsonl, run_cli
 
+from mjrl.runner.checkpoint import load_checkpoint, save_checkpoint
 from mjrl.runner.run_dir import claim_run_dir
 
 TASK = "Mjrl-Cartpole-Balance"
@@ -102,3 +104,18 @@ def test_resume_keeps_the_original_config_and_its_reproduction_starts_afresh(log
     again = reproduce(first / "config.yaml", log_root)
     assert again != first  # a new run, not a continuation of the old one
     assert [m["iteration"] for m in read_jsonl(again / "metrics.jsonl")] == [0]
+
+
+def test_a_gpu_checkpoint_resumes_on_the_cpu(log_root):
+    """A checkpoint as a CUDA run writes it (16-byte Philox generator states) continues on a
+    machine without a GPU. The GPU is faked by rewriting a CPU run's checkpoint."""
+    first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+    path = first / "checkpoints" / "model_000001.pt"
+    state = load_checkpoint(path)
+    philox = torch.arange(16, dtype=torch.uint8)  # seed and offset, 8 bytes each
+    state["rng"].update(env={"device": "cuda", "state": philox}, ppo={"device": "cuda", "state": philox}, cuda=philox)
+    save_checkpoint(path, state)
+    resumed = train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    assert last_json(resumed.stdout)["iterations"] == 2
+    after = load_checkpoint(first / "checkpoints" / "model_000002.pt")["rng"]
+    assert after["env"]["device"] == "cpu" and after["env"]["state"].numel() > 16

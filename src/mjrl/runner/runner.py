@@ -32,6 +32,7 @@ from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
 from mjrl.runner.start import (
     agree_on_run,
+    generator_state,
     restore_policy_everywhere,
     restore_training_state,
     seed_everything,
@@ -318,8 +319,8 @@ class Runner:
     def state_dict(self) -> dict[str, Any]:
         rng = {
             "torch": torch.get_rng_state(),
-            "env": self.env.generator.get_state(),
-            "ppo": self.ppo.generator.get_state(),
+            "env": generator_state(self.env.generator),
+            "ppo": generator_state(self.ppo.generator),
         }
         if self.ctx.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.ctx.device)

@@ -3,6 +3,7 @@ rank 0. Rank 0 decides; every other rank learns the decision through a collectiv
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 from typing import Any
@@ -125,11 +126,30 @@ def restore_training_state(state: dict, ppo: PPO, env: VecEnv) -> dict[str, Any]
     ppo.set_learning_rate(state["learning_rate"])
     rng = state["rng"]
     torch.set_rng_state(rng["torch"])
-    env.generator.set_state(rng["env"])
-    ppo.generator.set_state(rng["ppo"])
+    set_generator_state(env.generator, rng["env"])
+    set_generator_state(ppo.generator, rng["ppo"])
     if "cuda" in rng and env.device.type == "cuda":
         torch.cuda.set_rng_state(rng["cuda"], env.device)
     return {k: state[k] for k in ("iteration", "env_steps", "wall_s", "wandb_id")}
+
+
+def generator_state(generator: torch.Generator) -> dict[str, Any]:
+    """A generator's state for a checkpoint, tagged with the kind of device it belongs to."""
+    return {"device": generator.device.type, "state": generator.get_state()}
+
+
+def set_generator_state(generator: torch.Generator, saved: dict[str, Any] | torch.Tensor) -> None:
+    """Continue the saved random stream on the same kind of device. A stream cannot move to
+    another kind (CUDA's Philox state is 16 bytes, the CPU's Mersenne Twister 5056, and they
+    draw different numbers from one seed), so there the generator is seeded from the saved
+    state instead: a GPU run continues on a laptop, and the reverse, deterministically."""
+    if isinstance(saved, torch.Tensor):  # checkpoints written before states were tagged
+        saved = {"device": "cuda" if saved.numel() == 16 else "cpu", "state": saved}
+    if saved["device"] == generator.device.type:
+        generator.set_state(saved["state"])
+        return
+    digest = hashlib.sha256(saved["state"].cpu().numpy().tobytes()).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
 @torch.no_grad()
