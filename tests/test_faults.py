@@ -267,6 +267,9 @@ def test_nonfinite_actions_reset_only_the_affected_envs(log_root):
     metrics = read_jsonl(next((log_root / TASK).glob("20*")) / "metrics.jsonl")
     assert [m["nonfinite_resets"] for m in metrics] == [0, 8 * 16, 0]  # half of 16 envs, every step
     assert all(m["value_loss"] is not None for m in metrics)  # updates stayed finite
+    # The NaN envs are masked out of the reward statistics, not spread over them.
+    reward_keys = ["mean_step_reward", *(k for k in metrics[1] if k.startswith("reward/"))]
+    assert all(m[k] is not None for m in metrics for k in reward_keys), metrics[1]
 
 
 def test_unreachable_rendezvous_is_a_clear_bounded_error(log_root):
