@@ -119,3 +119,18 @@ def test_a_gpu_checkpoint_resumes_on_the_cpu(log_root):
     assert last_json(resumed.stdout)["iterations"] == 2
     after = load_checkpoint(first / "checkpoints" / "model_000002.pt")["rng"]
     assert after["env"]["device"] == "cpu" and after["env"]["state"].numel() > 16
+
+
+def test_checkpoints_follow_the_umask_and_stale_temporaries_are_removed(log_root):
+    old = os.umask(0o022)  # inherited by the run: files readable by others
+    try:
+        first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+        checkpoint = first / "checkpoints" / "model_000001.pt"
+        assert checkpoint.stat().st_mode & 0o777 == 0o644
+        stale = first / "checkpoints" / ".model_000002.pt.x1y2z3.tmp"  # a save killed midway
+        stale.write_bytes(b"half a checkpoint")
+        train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    finally:
+        os.umask(old)
+    assert not stale.exists()
+    assert sorted(p.name for p in (first / "checkpoints").iterdir()) == ["model_000001.pt", "model_000002.pt"]

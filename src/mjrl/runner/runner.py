@@ -24,7 +24,7 @@ from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, RolloutBuffer
-from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
+from mjrl.runner.checkpoint import checkpoint_path, remove_stale_temporaries, save_checkpoint
 from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.faults import Fault
@@ -294,6 +294,7 @@ class Runner:
         )
         if not self.ctx.is_main:
             return
+        remove_stale_temporaries(self.run_dir)
         config = to_dict(self.cfg)
         self._write_config()
         self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", self.iteration)
