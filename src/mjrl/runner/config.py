@@ -25,7 +25,8 @@ class TrainConfig(Generic[EnvT]):
     agent: AgentConfig = AgentConfig()
     """PPO, policy and training-loop settings."""
     device: str = "auto"
-    """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda, or cuda:N."""
+    """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda (cuda:<LOCAL_RANK>), or
+    cuda:N (one rank per node only)."""
     seed: int = 42
     """Random seed; rank r uses seed + r."""
     log_root: str = "logs"
