@@ -139,3 +139,39 @@ def _initial_actor_weight() -> torch.Tensor:
 
     torch.manual_seed(0)
     return ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True).state_dict()["actor.0.weight"]
+
+
+def test_watchdog_never_sees_a_finished_long_collective_as_no_progress():
+    """`exit_collective` runs on the main thread while the watchdog thread checks. A collective
+    that lasted longer than the hang timeout (rank 0 evaluating) must not, read between two of
+    its statements, look like a main thread without progress. A trace function runs the
+    watchdog's check before every line of `exit_collective`: each point where a thread switch
+    could happen, deterministically."""
+    import sys
+    import time
+
+    from mjrl.distributed.watchdog import Watchdog
+
+    port = free_port()
+    store = dist.TCPStore("127.0.0.1", port, 1, is_master=True, wait_for_workers=False)
+    watchdog = Watchdog("127.0.0.1", port, "test", rank=0, world_size=1, hang_timeout_s=10.0)
+    watchdog.arm()
+    failures: list[str] = []
+    watchdog._fail = failures.append  # record instead of ending the test process
+
+    def trace(frame, event, arg):
+        if frame.f_code is not Watchdog.exit_collective.__code__:
+            return None
+        if event in ("line", "return"):
+            watchdog._check_self(time.monotonic())
+        return trace
+
+    watchdog.enter_collective()
+    watchdog._last_progress = time.monotonic() - 60  # progress last seen long before
+    sys.settrace(trace)
+    try:
+        watchdog.exit_collective()
+    finally:
+        sys.settrace(None)
+        del store
+    assert not failures, failures

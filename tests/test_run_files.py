@@ -134,3 +134,18 @@ def test_checkpoints_follow_the_umask_and_stale_temporaries_are_removed(log_root
         os.umask(old)
     assert not stale.exists()
     assert sorted(p.name for p in (first / "checkpoints").iterdir()) == ["model_000001.pt", "model_000002.pt"]
+
+
+def test_a_resumed_rank_does_not_replay_its_start_up_action_noise():
+    """Ranks other than 0 start with seed_everything(seed + rank) and, on resume, get fresh
+    streams: the global generator too, which draws the Gaussian policy's action noise."""
+    from mjrl.runner.start import reseed_after_resume, seed_everything
+
+    seed_everything(43)
+    start_up = torch.randn(8)
+    env_gen, ppo_gen = torch.Generator(), torch.Generator()
+    seed_everything(43)  # what a restarted rank 1 does first
+    reseed_after_resume(43, 5, env_gen, ppo_gen)
+    assert not torch.equal(torch.randn(8), start_up)
+    fresh = torch.Generator().manual_seed(43)
+    assert not torch.equal(torch.rand(4, generator=env_gen), torch.rand(4, generator=fresh))

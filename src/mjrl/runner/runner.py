@@ -33,6 +33,7 @@ from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
 from mjrl.runner.start import (
     agree_on_run,
     generator_state,
+    reseed_after_resume,
     restore_policy_everywhere,
     restore_training_state,
     seed_everything,
@@ -390,9 +391,7 @@ def train(
     start = sync_from_main(ctx, ppo, start)
     if resumed and state is None:
         # Ranks other than 0 continue with fresh random streams of their own.
-        reseed = cfg.seed + ctx.rank + 7919 * start["iteration"]
-        env.generator.manual_seed(reseed)
-        ppo.generator.manual_seed(reseed)
+        reseed_after_resume(cfg.seed + ctx.rank, start["iteration"], env.generator, ppo.generator)
     if not resumed:
         start["env_steps"] = warm_up_normalizers(env, ppo, ctx, cfg.agent.num_steps_per_env)
     if resumed and ctx.is_main:

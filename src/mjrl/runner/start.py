@@ -27,6 +27,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def reseed_after_resume(seed: int, iteration: int, *generators: torch.Generator) -> None:
+    """Ranks other than 0 keep no checkpoint of their random streams: after a resume they go
+    on with fresh streams of their own, the global one included (it draws the action noise).
+    Reseeding only their generators made them replay the action noise of their start-up."""
+    reseed = seed + 7919 * iteration
+    seed_everything(reseed)
+    for generator in generators:
+        generator.manual_seed(reseed)
+
+
 def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
     if cfg.resume_dir:
         path = Path(cfg.resume_dir)
