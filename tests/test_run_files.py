@@ -149,3 +149,15 @@ def test_a_resumed_rank_does_not_replay_its_start_up_action_noise():
     assert not torch.equal(torch.randn(8), start_up)
     fresh = torch.Generator().manual_seed(43)
     assert not torch.equal(torch.rand(4, generator=env_gen), torch.rand(4, generator=fresh))
+
+
+def test_tensorboard_shows_each_iteration_once_after_a_resume(log_root):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ("--logger", "tensorboard", "--agent.save-interval", "2")
+    first = Path(last_json(train(log_root, *args, "--agent.max-iterations", "3").stdout)["run_dir"])
+    (first / "checkpoints" / "model_000003.pt").unlink()  # the run "died" after logging iteration 2 (0-based)
+    train(log_root, *args, "--agent.max-iterations", "4", "--resume-dir", str(first))
+    events = EventAccumulator(str(first / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("mean_step_reward")] == [0, 1, 2, 3]

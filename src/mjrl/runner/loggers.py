@@ -72,14 +72,18 @@ def _wandb_reachable(timeout: float = 2.0) -> bool:
 class Tracker:
     """TensorBoard or WandB, or nothing. Only rank 0 creates one."""
 
-    def __init__(self, kind: str, run_dir: Path, config: dict, project: str, run_name: str, run_id: str):
+    def __init__(
+        self, kind: str, run_dir: Path, config: dict, project: str, run_name: str, run_id: str, start_iteration: int = 0
+    ):
         self.kind = kind
         self._tb = None
         self._wandb = None
         if kind == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+            # A resume runs again the iterations logged after its checkpoint: purge_step hides
+            # the old session's events from there on, instead of showing each step twice.
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=start_iteration or None)
         elif kind == "wandb":
             import wandb
 

@@ -300,7 +300,13 @@ class Runner:
         self._write_config()
         self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", self.iteration)
         self.tracker = Tracker(
-            self.cfg.logger, self.run_dir, config, self.cfg.wandb_project, self.cfg.run_name, self.wandb_id
+            self.cfg.logger,
+            self.run_dir,
+            config,
+            self.cfg.wandb_project,
+            self.cfg.run_name,
+            self.wandb_id,
+            self.iteration,
         )
 
     def _write_config(self) -> None:
