@@ -31,6 +31,7 @@ def _worker(rank: int, port: int, out: str) -> None:
         normalizer = RunningNormalizer(3)
         merge_into(normalizer, torch.tensor(_rank_data(rank)), ctx)
         text = ctx.broadcast_text("run dir ✓ from rank 0" if rank == 0 else None)
+        empty = ctx.broadcast_text("")  # "no error" in restore_policy_everywhere
         weights = [torch.full((4,), float(rank)), torch.full((2, 2), 10.0 * rank, dtype=torch.float64)]
         ctx.broadcast_tensors(weights)
         gathered = ctx.all_gather(torch.tensor([rank, 2 * rank]))
@@ -40,6 +41,7 @@ def _worker(rank: int, port: int, out: str) -> None:
                 "var": normalizer.var,
                 "count": normalizer.count,
                 "text": text,
+                "empty": empty,
                 "weights": weights,
                 "gathered": gathered,
                 "comm_calls": ctx.comm.calls,
@@ -59,7 +61,7 @@ def test_two_ranks_merge_statistics_and_broadcast_identically(tmp_path):
         np.testing.assert_allclose(r["var"].numpy(), pooled.var(0), rtol=1e-10)
         assert r["count"].item() == len(pooled)
     assert torch.equal(r0["mean"], r1["mean"]) and torch.equal(r0["var"], r1["var"])  # bit-identical
-    assert r1["text"] == "run dir ✓ from rank 0"
+    assert r1["text"] == "run dir ✓ from rank 0" and r0["empty"] == r1["empty"] == ""
     assert all(torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"], strict=True))
     assert torch.equal(r1["weights"][0], torch.zeros(4))  # rank 0's values reached rank 1
     assert torch.equal(r0["gathered"], torch.tensor([[0, 0], [1, 2]]))

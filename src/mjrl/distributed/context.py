@@ -202,7 +202,7 @@ class DistContext:
         size = torch.tensor([len(data)], dtype=torch.long, device=self._comm_device)
         dist.broadcast(size, src=src)
         buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=self._comm_device)
-        if self.rank == src:
+        if self.rank == src and data:  # frombuffer refuses an empty buffer
             buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
         dist.broadcast(buf, src=src)
         return bytes(buf.cpu().tolist()).decode()
