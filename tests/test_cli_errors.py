@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
+
+from mjrl.errors import UsageError
+from mjrl.tasks import load_task, task_names
 
 TASK = "Mjrl-Cartpole-Balance"
 
@@ -53,6 +58,35 @@ def test_train_rejects_a_config_file_with_an_unknown_key(tmp_path, log_root):
     assert_clean_usage_error(result, log_root, "'env.sim.cuda_graph'", "graph")
 
 
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("agent:\n  actor_hidden_dims: 64\n", "agent.actor_hidden_dims: expected a list of int, got 64"),
+        ("agent:\n  actor_hidden_dims: [a, b]\n", "agent.actor_hidden_dims[0]: expected int, got 'a'"),
+        ("env:\n  sim:\n    nconmax: many\n", "env.sim.nconmax: expected int or null"),
+        ("env:\n  num_envs: true\n", "env.num_envs: expected int, got True"),
+    ],
+    ids=["number-for-list", "strings-in-list", "string-for-optional", "bool-for-int"],
+)
+def test_train_type_checks_config_file_values(text, needle, tmp_path, log_root):
+    """List, optional and integer values in a config file are checked against the field's type."""
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    result = run_cli(
+        "train",
+        TASK,
+        "--config",
+        str(config),
+        "--agent.max-iterations",
+        "1",
+        "--log-root",
+        str(log_root),
+        "--device",
+        "cpu",
+    )
+    assert_clean_usage_error(result, log_root, needle)
+
+
 def test_play_rejects_missing_and_corrupt_checkpoints(tmp_path, log_root):
     missing = run_cli("play", TASK, "--checkpoint", str(tmp_path / "nope.pt"))
     assert_clean_usage_error(missing, log_root, "does not exist")
@@ -68,3 +102,109 @@ def test_unknown_task_is_rejected_by_play_and_listed_by_mjrl():
     listing = run_cli("mjrl", "list")
     assert listing.returncode == 0
     assert TASK in listing.stdout and "Mjrl-Cartpole-Swingup" in listing.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--agent.max-grad-norm", "-1"),
+        ("--agent.clip-param", "-0.5"),
+        ("--env.sim.timestep", "-0.01"),
+        ("--agent.actor-hidden-dims", "0"),
+        ("--agent.learning-rate", "inf"),
+    ],
+)
+def test_train_rejects_harmful_numbers(flag, value, log_root):
+    result = run_cli("train", TASK, flag, value, "--log-root", str(log_root), "--device", "cpu", timeout=120)
+    assert_clean_usage_error(result, log_root, flag)
+
+
+@pytest.mark.parametrize("endpoint", ["badhost", "localhost:notaport", "localhost:70000", ":29500"])
+def test_train_rejects_a_malformed_rendezvous_endpoint(endpoint, log_root):
+    result = run_cli(
+        "train",
+        TASK,
+        "--nproc-per-node",
+        "1",
+        "--rdzv-endpoint",
+        endpoint,
+        "--agent.max-iterations",
+        "1",
+        "--log-root",
+        str(log_root),
+        "--device",
+        "cpu",
+        timeout=120,
+    )
+    assert_clean_usage_error(result, log_root, "--rdzv-endpoint", "HOST:PORT")
+
+
+def _leaves(cfg, where: str = ""):
+    """(dotted path, owning config, field name, value) of every non-config field, recursively."""
+    for field in dataclasses.fields(cfg):
+        value = getattr(cfg, field.name)
+        if dataclasses.is_dataclass(value):
+            yield from _leaves(value, f"{where}{field.name}.")
+        else:
+            yield f"{where}{field.name}", cfg, field.name, value
+
+
+def _replace_at(cfg, path: str, value):
+    head, _, rest = path.partition(".")
+    if not rest:
+        return dataclasses.replace(cfg, **{head: value})
+    return dataclasses.replace(cfg, **{head: _replace_at(getattr(cfg, head), rest, value)})
+
+
+def _outside(rule: str, value):
+    """A value of the field's type that breaks `rule`."""
+    if rule == "ordered":
+        return (value[1] + 1.0, value[0])
+    match = re.match(r"^(>=|>|<=|<)\s*(\S+)$", rule)
+    if match:
+        op, bound = match.group(1), float(match.group(2))
+        bad = {">=": bound - 1, ">": bound, "<=": bound + 1, "<": bound}[op]
+    else:
+        low = float(re.match(r"^[\[(]\s*([^,]+),", rule).group(1))
+        bad = low if rule.startswith("(") else low - 1
+    sample = value[0] if isinstance(value, tuple) else value
+    bad = int(bad) if isinstance(sample, int) else bad
+    return (bad,) * len(value) if isinstance(value, tuple) else bad
+
+
+def _numeric(value) -> bool:
+    items = value if isinstance(value, tuple) else (value,)
+    return bool(items) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in items)
+
+
+@pytest.mark.parametrize("task_name", task_names())
+def test_every_numeric_field_is_checked(task_name):
+    """Walks every field of the train and play configs of every task: non-finite floats are
+    rejected everywhere, each declared range is enforced, and every integer field declares one
+    (an integer has no NaN to catch, so without a range it would go unchecked)."""
+    from mjrl.cli.play import PlayConfig
+    from mjrl.runner.config import TrainConfig, check_numbers, field_rules, validate
+
+    task = load_task(task_name)
+    configs = [
+        (TrainConfig(env=task.env_cfg, agent=task.agent_cfg), validate),
+        (PlayConfig(env=task.env_cfg), check_numbers),
+    ]
+    checked = 0
+    for cfg, check in configs:
+        check(cfg)  # the defaults pass
+        for path, owner, name, value in _leaves(cfg):
+            if not _numeric(value) and value is not None:
+                continue
+            flag = "--" + path.replace("_", "-")
+            rules = field_rules(type(owner)).get(name, ())
+            is_int = isinstance(value[0] if isinstance(value, tuple) and value else value, int)
+            assert rules or not is_int, f"integer field {path} declares no range in {type(owner).__name__}.bounds"
+            bad_values = [] if is_int or value is None else [float("nan"), float("inf"), -float("inf")]
+            bad_values = [(b,) * len(value) if isinstance(value, tuple) else b for b in bad_values]
+            bad_values += [_outside(rule, value if value is not None else 1) for rule in rules]
+            for bad in bad_values:
+                with pytest.raises(UsageError, match=f"^{re.escape(flag)} must be"):
+                    check(_replace_at(cfg, path, bad))
+                checked += 1
+    assert checked > 40

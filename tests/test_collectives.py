@@ -31,6 +31,7 @@ def _worker(rank: int, port: int, out: str) -> None:
         normalizer = RunningNormalizer(3)
         merge_into(normalizer, torch.tensor(_rank_data(rank)), ctx)
         text = ctx.broadcast_text("run dir ✓ from rank 0" if rank == 0 else None)
+        empty = ctx.broadcast_text("")  # "no error" in restore_policy_everywhere
         weights = [torch.full((4,), float(rank)), torch.full((2, 2), 10.0 * rank, dtype=torch.float64)]
         ctx.broadcast_tensors(weights)
         gathered = ctx.all_gather(torch.tensor([rank, 2 * rank]))
@@ -40,6 +41,7 @@ def _worker(rank: int, port: int, out: str) -> None:
                 "var": normalizer.var,
                 "count": normalizer.count,
                 "text": text,
+                "empty": empty,
                 "weights": weights,
                 "gathered": gathered,
                 "comm_calls": ctx.comm.calls,
@@ -59,7 +61,7 @@ def test_two_ranks_merge_statistics_and_broadcast_identically(tmp_path):
         np.testing.assert_allclose(r["var"].numpy(), pooled.var(0), rtol=1e-10)
         assert r["count"].item() == len(pooled)
     assert torch.equal(r0["mean"], r1["mean"]) and torch.equal(r0["var"], r1["var"])  # bit-identical
-    assert r1["text"] == "run dir ✓ from rank 0"
+    assert r1["text"] == "run dir ✓ from rank 0" and r0["empty"] == r1["empty"] == ""
     assert all(torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"], strict=True))
     assert torch.equal(r1["weights"][0], torch.zeros(4))  # rank 0's values reached rank 1
     assert torch.equal(r0["gathered"], torch.tensor([[0, 0], [1, 2]]))
@@ -139,3 +141,39 @@ def _initial_actor_weight() -> torch.Tensor:
 
     torch.manual_seed(0)
     return ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True).state_dict()["actor.0.weight"]
+
+
+def test_watchdog_never_sees_a_finished_long_collective_as_no_progress():
+    """`exit_collective` runs on the main thread while the watchdog thread checks. A collective
+    that lasted longer than the hang timeout (rank 0 evaluating) must not, read between two of
+    its statements, look like a main thread without progress. A trace function runs the
+    watchdog's check before every line of `exit_collective`: each point where a thread switch
+    could happen, deterministically."""
+    import sys
+    import time
+
+    from mjrl.distributed.watchdog import Watchdog
+
+    port = free_port()
+    store = dist.TCPStore("127.0.0.1", port, 1, is_master=True, wait_for_workers=False)
+    watchdog = Watchdog("127.0.0.1", port, "test", rank=0, world_size=1, hang_timeout_s=10.0)
+    watchdog.arm()
+    failures: list[str] = []
+    watchdog._fail = failures.append  # record instead of ending the test process
+
+    def trace(frame, event, arg):
+        if frame.f_code is not Watchdog.exit_collective.__code__:
+            return None
+        if event in ("line", "return"):
+            watchdog._check_self(time.monotonic())
+        return trace
+
+    watchdog.enter_collective()
+    watchdog._last_progress = time.monotonic() - 60  # progress last seen long before
+    sys.settrace(trace)
+    try:
+        watchdog.exit_collective()
+    finally:
+        sys.settrace(None)
+        del store
+    assert not failures, failures

@@ -187,3 +187,18 @@ def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_
         scores[name] = last5
         assert last5 > metrics[0]["mean_step_reward"] + 0.08, (name, last5, metrics[0]["mean_step_reward"])
     assert abs(scores["two"] - scores["one"]) < 0.30, scores
+
+
+def test_one_named_gpu_is_refused_for_several_ranks_per_node(log_root):
+    """`--device cuda:N` would put every rank of the node on GPU N. Refused before any CUDA
+    query, so this holds on machines with any number of GPUs (none here, or several)."""
+    from mjrl.distributed.context import resolve_device
+    from mjrl.errors import UsageError
+
+    with pytest.raises(UsageError, match="--device cuda:1 names one GPU"):
+        resolve_device("cuda:1", local_rank=1, local_world_size=2)
+    result = run_cli(
+        "train", TASK, *SMALL[2:], "--device", "cuda:0", "--log-root", str(log_root), "--nproc-per-node", "2"
+    )
+    assert result.returncode == 2 and "--device cuda:0 names one GPU" in result.stderr, result.stderr[-2000:]
+    assert not log_root.exists()

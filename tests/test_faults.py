@@ -267,6 +267,9 @@ def test_nonfinite_actions_reset_only_the_affected_envs(log_root):
     metrics = read_jsonl(next((log_root / TASK).glob("20*")) / "metrics.jsonl")
     assert [m["nonfinite_resets"] for m in metrics] == [0, 8 * 16, 0]  # half of 16 envs, every step
     assert all(m["value_loss"] is not None for m in metrics)  # updates stayed finite
+    # The NaN envs are masked out of the reward statistics, not spread over them.
+    reward_keys = ["mean_step_reward", *(k for k in metrics[1] if k.startswith("reward/"))]
+    assert all(m[k] is not None for m in metrics for k in reward_keys), metrics[1]
 
 
 def test_unreachable_rendezvous_is_a_clear_bounded_error(log_root):
@@ -319,3 +322,39 @@ def test_checkpoint_of_another_task_or_shape_is_rejected(log_root):
     )
     assert shape.returncode == 2 and "does not fit" in shape.stderr and "Traceback" not in shape.stderr
     assert len(list((log_root / TASK).glob("20*"))) == 1
+
+
+def _one_error_line(result) -> str:
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not ln.startswith("Warp CUDA")]
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    return lines[0]
+
+
+def test_two_ranks_reject_a_checkpoint_of_another_shape_with_exit_code_2(log_root):
+    """Only rank 0 holds the checkpoint; its finding must reach rank 1 before rank 1 waits in a
+    collective, or rank 1's watchdog ends the job with 75 and torch reports a traceback."""
+    first = run_cli("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
+    assert first.returncode == 0, first.stderr[-2000:]
+    run_dir = next((log_root / TASK).glob("20*"))
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    result = run_cli(
+        "train",
+        TASK,
+        *BASE,
+        "--log-root",
+        str(log_root),
+        "--nproc-per-node",
+        "2",
+        "--resume-dir",
+        str(run_dir),
+        "--agent.actor-hidden-dims",
+        "32",
+        "32",
+    )
+    assert "does not fit" in _one_error_line(result)
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before
+    missing = run_cli(
+        "train", TASK, *BASE, "--log-root", str(log_root), "--nproc-per-node", "2", "--resume-dir", str(log_root / "no")
+    )
+    assert "no such run directory" in _one_error_line(missing)

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -37,6 +38,8 @@ class CartpoleEnvConfig(EnvConfig):
     """Half-width of the uniform initial pole angle around upright (balance), or std (swing-up)."""
     velocity_noise: float = 0.01
     """Std of the initial joint velocities."""
+
+    bounds: ClassVar[dict] = {"cart_position_noise": ">= 0", "pole_angle_noise": ">= 0", "velocity_noise": ">= 0"}
     sim: SimConfig = SimConfig(decimation=5, timestep=0.01)
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import math
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 import mujoco
 import torch
@@ -106,6 +107,14 @@ class CommandConfig:
     resample_interval_s: tuple[float, float] = (3.0, 8.0)
     """Commands are resampled after a time drawn uniformly from this range (and at resets)."""
 
+    bounds: ClassVar[dict] = {
+        "lin_vel_x": "ordered",
+        "lin_vel_y": "ordered",
+        "yaw_rate": "ordered",
+        "standing_fraction": "[0, 1]",
+        "resample_interval_s": ("> 0", "ordered"),
+    }
+
 
 @dataclasses.dataclass(frozen=True)
 class ObsNoiseConfig:
@@ -121,6 +130,8 @@ class ObsNoiseConfig:
     """Joint positions (rad)."""
     joint_vel: float = 1.5
     """Joint velocities (rad/s)."""
+
+    bounds: ClassVar[dict] = {name: ">= 0" for name in ("lin_vel", "ang_vel", "gravity", "joint_pos", "joint_vel")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +179,13 @@ class RewardConfig:
     feet_clearance_height: float = 0.08
     """Target height (m) of the bottom of a moving foot."""
 
+    # The weights are any finite numbers (penalties are negative).
+    bounds: ClassVar[dict] = {
+        "tracking_sigma": "> 0",
+        "feet_air_time_threshold": ">= 0",
+        "feet_clearance_height": ">= 0",
+    }
+
 
 @dataclasses.dataclass(frozen=True)
 class RandomizationConfig:
@@ -185,6 +203,15 @@ class RandomizationConfig:
     """Half-width of the uniform horizontal velocity change (m/s) of a push; 0 disables pushes."""
     push_interval_s: tuple[float, float] = (8.0, 12.0)
     """Time between pushes of an env, drawn uniformly from this range."""
+
+    bounds: ClassVar[dict] = {
+        "friction": (">= 0", "ordered"),
+        "trunk_mass_offset": "ordered",
+        "joint_pos_noise": ">= 0",
+        "base_vel_noise": ">= 0",
+        "push_velocity": ">= 0",
+        "push_interval_s": ("> 0", "ordered"),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +247,8 @@ class QuadrupedEnvConfig(EnvConfig):
         njmax=72,
         per_world_model_fields=("geom_friction", "body_mass"),
     )
+
+    bounds: ClassVar[dict] = {"max_tilt_rad": "> 0"}
 
 
 # ---------------------------------------------------------------------------------- helpers

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from mjrl.cli.common import parse_flags, peek_option, run_command
 from mjrl.errors import UsageError
@@ -46,6 +46,9 @@ class PlayConfig(Generic[EnvT]):
     """Evaluate the zero-action baseline (the action offset held: a legged robot stands in its
     home pose) on the task's default env instead of a checkpoint."""
 
+    bounds: ClassVar[dict] = {"episodes": ">= 1", "num_envs": ">= 0", "seed": ">= 0"}
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+
 
 def _play(argv: list[str]) -> int:
     from mjrl.tasks import describe_tasks
@@ -74,8 +77,9 @@ def _play(argv: list[str]) -> int:
     env_cfg = trained_env_config(task, state)
     prog, description = f"play {task_name}", f"Evaluate a {task_name} policy."
     cfg = parse_flags(PlayConfig[type(task.env_cfg)], PlayConfig(env=env_cfg), args, prog, description)
-    if cfg.episodes < 1 or cfg.num_envs < 0:
-        raise UsageError("--episodes must be at least 1 and --num-envs at least 0")
+    from mjrl.runner.config import check_numbers
+
+    check_numbers(cfg)
     result = evaluate(task, cfg, path, state)
     extra = "".join(f" | {k} {v:.3f}" for k, v in result.items() if k.startswith("mean_") and "return" not in k)
     print(

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from mjrl.cli.common import load_preset, parse_flags, pop_option, preset_names, read_yaml, run_command
-from mjrl.errors import UsageError
+from mjrl.errors import SharedUsageError, UsageError
 
 USAGE = """usage: train TASK [--preset NAME] [--config FILE] [flags]
 
@@ -96,7 +98,7 @@ def _train(argv: list[str]) -> int:
     return 0
 
 
-def _distributed_worker(task: Any, cfg: Any) -> dict:
+def _distributed_worker(task: Any, cfg: Any, given: Any = None) -> dict:
     """One rank of a distributed job: join the process group, train, leave the group."""
     from mjrl.distributed.context import init_distributed, shutdown_distributed
     from mjrl.runner.preemption import Preempted, StopFlag
@@ -107,9 +109,18 @@ def _distributed_worker(task: Any, cfg: Any) -> dict:
     ctx = init_distributed(cfg.device, cfg.collective_timeout_s, cfg.hang_timeout_s)
     ctx.watchdog.start()
     try:
-        summary = train(task, cfg, ctx, stop)
+        summary = train(task, cfg, ctx, stop, given)
     except Preempted:
         ctx.watchdog.stop()
+        raise
+    except UsageError as exc:
+        # Stop this rank's watchdog first: an abort seen now would turn this exit 2 into 75.
+        ctx.watchdog.stop()
+        if not isinstance(exc, SharedUsageError):  # the others do not know yet
+            ctx.watchdog.abort(f"rank {ctx.rank}: {exc}")
+        # Leave the process group before exiting: torch's threads still running at interpreter
+        # exit abort the process (SIGABRT instead of exit code 2).
+        shutdown_distributed()
         raise
     except BaseException as exc:
         # Tell the other ranks (on every node) at once, instead of leaving them blocked in a
@@ -121,16 +132,19 @@ def _distributed_worker(task: Any, cfg: Any) -> dict:
     return summary
 
 
-def launched_worker(task_name: str, cfg: Any) -> dict:
+def launched_worker(task_name: str, cfg: Any, given: Any = None) -> dict:
     """Entry point of the built-in launcher's workers (module level, for the spawn start
-    method). Bad input ends the worker with exit code 2 and one line, as in the CLI."""
+    method). `given` is the config the user gave the launcher (for config.yaml). Bad input ends
+    the worker with exit code 2 and one line, as in the CLI."""
     from mjrl.runner.preemption import Preempted
     from mjrl.tasks import load_task
 
     try:
-        return _distributed_worker(load_task(task_name), cfg)
+        return _distributed_worker(load_task(task_name), cfg, given)
     except UsageError as exc:
-        print(f"train: error: {exc}", file=sys.stderr, flush=True)
+        # Every rank knows a shared error: one line per node, from its local rank 0.
+        if not isinstance(exc, SharedUsageError) or os.environ.get("LOCAL_RANK", "0") == "0":
+            print(f"train: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
     except Preempted as stop:
         sys.exit(stop.exit_code)
@@ -144,11 +158,18 @@ def _launch(task_name: str, cfg: Any) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousError
 
-    from mjrl.distributed.context import check_cuda_capacity
+    from mjrl.distributed.context import check_cuda_capacity, one_gpu_per_node
     from mjrl.distributed.launch import LaunchOptions, launch
 
+    if cfg.device.startswith("cuda:") and cfg.nproc_per_node > 1:
+        raise UsageError(one_gpu_per_node(cfg.device))
     if cfg.device.startswith("cuda"):
         check_cuda_capacity(cfg.nproc_per_node)
+    # torch's agent logs a traceback of its own for every worker that exits non-zero and a
+    # warning for each one it stops; the workers and `_report_failure` say what failed, and bad
+    # input must stay one line.
+    for name in ("torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     opts = LaunchOptions(
         nproc_per_node=cfg.nproc_per_node,
         nnodes=cfg.nnodes,
@@ -160,7 +181,7 @@ def _launch(task_name: str, cfg: Any) -> int:
     )
     worker_cfg = dataclasses.replace(cfg, distributed=True, nproc_per_node=0)
     try:
-        results = launch(opts, launched_worker, task_name, worker_cfg)
+        results = launch(opts, launched_worker, task_name, worker_cfg, cfg)
     except ChildFailedError as exc:
         return _report_failure(exc)
     except SignalException as exc:
@@ -224,6 +245,8 @@ def _report_failure(exc: Any) -> int:
     # A rank stopped by its watchdog only reacted to another rank's failure.
     roots = [r for r, f in failures.items() if f.exitcode != WATCHDOG_EXIT] or list(failures)
     root = min(roots, key=lambda r: (failures[r].timestamp, r))
+    if failures[root].exitcode == 2:
+        return 2  # bad input: the worker printed its one line already
     for rank in sorted(failures, key=lambda r: (r != root, r)):
         failure = failures[rank]
         label = " (first failure)" if rank == root and len(failures) > 1 else ""

@@ -24,8 +24,10 @@ from mjrl.errors import UsageError
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def resolve_device(spec: str, local_rank: int = 0) -> torch.device:
+def resolve_device(spec: str, local_rank: int = 0, local_world_size: int = 1) -> torch.device:
     """Turn `--device auto|cpu|cuda|cuda:N` into the device of the rank with `local_rank`."""
+    if spec.startswith("cuda:") and local_world_size > 1:
+        raise UsageError(one_gpu_per_node(spec))
     if spec == "cpu":
         return torch.device("cpu")
     if spec == "auto":
@@ -38,6 +40,14 @@ def resolve_device(spec: str, local_rank: int = 0) -> torch.device:
             raise UsageError(f"--device {spec}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         return torch.device(f"cuda:{index}")
     raise UsageError(f"--device {spec!r}: expected auto, cpu, cuda or cuda:N")
+
+
+def one_gpu_per_node(spec: str) -> str:
+    """`--device cuda:N` names one GPU; several ranks of a node on it would share it unasked."""
+    return (
+        f"--device {spec} names one GPU, but several ranks run on this node; use --device cuda "
+        "(or auto): each rank takes cuda:<LOCAL_RANK> (select GPUs with CUDA_VISIBLE_DEVICES)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +202,7 @@ class DistContext:
         size = torch.tensor([len(data)], dtype=torch.long, device=self._comm_device)
         dist.broadcast(size, src=src)
         buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=self._comm_device)
-        if self.rank == src:
+        if self.rank == src and data:  # frombuffer refuses an empty buffer
             buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
         dist.broadcast(buf, src=src)
         return bytes(buf.cpu().tolist()).decode()
@@ -231,7 +241,7 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
             "--distributed True needs a launcher: start it with `torchrun --nproc_per_node=N --no_python "
             "train TASK --distributed True ...`, or let mjrl launch itself with `--nproc-per-node N`"
         )
-    device = resolve_device(device_spec, env.local_rank)
+    device = resolve_device(device_spec, env.local_rank, env.local_world_size)
     if device.type == "cuda":
         check_cuda_capacity(env.local_world_size)
         torch.cuda.set_device(device)

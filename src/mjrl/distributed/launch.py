@@ -32,8 +32,20 @@ class LaunchOptions:
     monitor_interval_s: float = 0.1
 
 
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[IPv6]:PORT`) -> (host, port); anything else is bad input, caught here
+    before torch's parser turns it into a traceback."""
+    host, _, port = endpoint.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--rdzv-endpoint {endpoint!r}: expected HOST:PORT with a port from 0 to 65535")
+    return host, int(port)
+
+
 def launch_config(opts: LaunchOptions) -> LaunchConfig:
     """The elastic agent's configuration; raises UsageError for inconsistent options."""
+    if opts.rdzv_endpoint:
+        split_endpoint(opts.rdzv_endpoint)
     if opts.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be at least 1")
     if opts.nnodes < 1:
@@ -95,18 +107,18 @@ def _hosts_the_store(opts: LaunchOptions) -> bool:
         return True
     if opts.node_rank >= 0:
         return opts.node_rank == 0
-    host = opts.rdzv_endpoint.rsplit(":", 1)[0]
+    host, _ = split_endpoint(opts.rdzv_endpoint)
     return host in ("localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn())
 
 
 def wait_for_endpoint(endpoint: str, timeout_s: float) -> None:
     """Wait until HOST:PORT accepts TCP connections. torch's own client retries for a fixed
     minute per attempt, whatever timeout it is given; this bounds the wait by `timeout_s`."""
-    host, _, port = endpoint.rpartition(":")
+    host, port = split_endpoint(endpoint)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            socket.create_connection((host, int(port)), timeout=1.0).close()
+            socket.create_connection((host, port), timeout=1.0).close()
             return
         except OSError as exc:
             if time.monotonic() >= deadline:

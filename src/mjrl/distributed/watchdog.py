@@ -85,8 +85,10 @@ class Watchdog:
         self._collective_since = time.monotonic()
 
     def exit_collective(self) -> None:
-        self._collective_since = None
+        # Progress first: the watchdog thread, reading between the two, must never see "not in
+        # a collective" together with the progress time from before a long collective.
         self._last_progress = time.monotonic()
+        self._collective_since = None
 
     def abort(self, reason: str) -> None:
         """Tell every rank to stop, giving `reason` (which names the rank at fault)."""

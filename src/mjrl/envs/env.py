@@ -14,7 +14,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 
@@ -41,6 +41,15 @@ class EnvConfig:
     """Start envs at random points of their first episode so time-outs spread over iterations."""
     sim: SimConfig = SimConfig()
     """Physics settings."""
+
+    bounds: ClassVar[dict] = {
+        "num_envs": ">= 1",
+        "episode_length_s": "> 0",
+        "action_scale": "> 0",
+        "action_clip": "> 0",
+    }
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`); a task's subclass
+    adds its own."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +165,7 @@ class VecEnv:
         self.sim.step()
         self.episode_length += 1
 
-        reward = self._compute_reward()
+        reward, term_values = self._compute_reward()
         terminated, truncated = self._compute_dones()
         final_obs = self.compute_obs()
 
@@ -165,6 +174,10 @@ class VecEnv:
         nonfinite = ~(torch.isfinite(reward) & self._finite_rows(self.sim.qpos, self.sim.qvel, *final_obs.values()))
         self._nonfinite_count += nonfinite.sum()
         reward = reward.masked_fill(nonfinite, 0.0)
+        # Term statistics after the mask: one NaN env would make every term's sum NaN, and
+        # the iteration's reward metrics null.
+        self._reward_term_sums += term_values.masked_fill(nonfinite, 0.0).sum(dim=1)
+        self._reward_steps += (~nonfinite).sum()
         terminated = terminated | nonfinite
         truncated = truncated & ~nonfinite
         final_obs = {group: obs.nan_to_num(0.0, 0.0, 0.0) for group, obs in final_obs.items()}
@@ -197,14 +210,14 @@ class VecEnv:
             obs[group] = torch.cat(parts, dim=-1)
         return obs
 
-    def _compute_reward(self) -> torch.Tensor:
+    def _compute_reward(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(reward, weighted term values of shape (terms, num_envs))."""
+        values = [term.weight * term.func(self) for term in self.task.rewards.values()]
         reward = torch.zeros(self.num_envs, device=self.device)
-        for i, term in enumerate(self.task.rewards.values()):
-            value = term.weight * term.func(self)
-            self._reward_term_sums[i] += value.sum()
+        for value in values:  # in order, as before: the same floating-point sum
             reward += value
-        self._reward_steps += self.num_envs
-        return reward
+        stacked = torch.stack(values) if values else reward.new_zeros(0, self.num_envs)
+        return reward, stacked
 
     def _compute_dones(self) -> tuple[torch.Tensor, torch.Tensor]:
         terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import ClassVar, Literal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,3 +74,27 @@ class AgentConfig:
     replica_check_interval: int = 10
     """Every this many iterations, compare a checksum of the parameters across ranks and stop
     on a difference (0: never)."""
+
+    bounds: ClassVar[dict] = {
+        "max_iterations": ">= 1",
+        "num_steps_per_env": ">= 1",
+        "save_interval": ">= 1",
+        "eval_interval": ">= 0",
+        "eval_envs": ">= 1",
+        "actor_hidden_dims": ">= 1",
+        "critic_hidden_dims": ">= 1",
+        "init_noise_std": "> 0",
+        "learning_rate": "> 0",
+        "desired_kl": "> 0",
+        "num_learning_epochs": ">= 1",
+        "num_mini_batches": ">= 1",
+        "clip_param": "> 0",
+        "value_clip_param": ">= 0",
+        "value_loss_coef": ">= 0",
+        "entropy_coef": ">= 0",
+        "gamma": "(0, 1]",
+        "lam": "[0, 1]",
+        "max_grad_norm": "> 0",
+        "replica_check_interval": ">= 0",
+    }
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -26,6 +27,9 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600; a checkpoint gets the mode any new file of this process
+        # would get, so that others on a shared cluster can read it where the umask allows.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
             f.flush()
@@ -34,6 +38,33 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    # The rename is durable only once the directory itself is on disk.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _umask() -> int:
+    # Linux tells it without changing it (other threads may be creating files meanwhile);
+    # elsewhere reading the umask means setting it and putting it straight back.
+    with contextlib.suppress(OSError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Delete the temporary files of saves that were killed midway (`.model_*.tmp`): only rank
+    0 of the run's one job writes there, and it calls this before its first save."""
+    folder = run_dir / "checkpoints"
+    if folder.is_dir():
+        for tmp in folder.glob(".model_*.tmp"):
+            tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
@@ -23,7 +25,8 @@ class TrainConfig(Generic[EnvT]):
     agent: AgentConfig = AgentConfig()
     """PPO, policy and training-loop settings."""
     device: str = "auto"
-    """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda, or cuda:N."""
+    """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda (cuda:<LOCAL_RANK>), or
+    cuda:N (one rank per node only)."""
     seed: int = 42
     """Random seed; rank r uses seed + r."""
     log_root: str = "logs"
@@ -74,6 +77,19 @@ class TrainConfig(Generic[EnvT]):
     shared out among the ranks on this node for the PPO update (1.8 s -> 1.1 s per quadruped
     update of 12,288 samples on 2 cores); on a GPU, torch's default."""
 
+    bounds: ClassVar[dict] = {
+        "seed": ">= 0",
+        "nproc_per_node": ">= 0",
+        "nnodes": ">= 1",
+        "node_rank": ">= -1",
+        "rdzv_timeout_s": "> 0",
+        "max_restarts": ">= 0",
+        "collective_timeout_s": "> 0",
+        "hang_timeout_s": "> 0",
+        "torch_threads": ">= 0",
+    }
+    """Ranges of the numeric fields, checked by `check_numbers` (as in every config class)."""
+
 
 def to_dict(cfg: Any) -> Any:
     """Dataclasses to nested dicts of plain values (tuples become lists), for YAML and checkpoints."""
@@ -82,6 +98,21 @@ def to_dict(cfg: Any) -> Any:
     if isinstance(cfg, tuple):
         return [to_dict(v) for v in cfg]
     return cfg
+
+
+# Where and how one particular run is written or continued, not what the experiment is:
+# feeding them back would continue the old run (resume_dir, rdzv_id, whose job marker names
+# the run directory), write into a folder that may not exist on this machine (log_root), or
+# inject a test fault again.
+NOT_REPRODUCED = ("log_root", "resume", "resume_dir", "rdzv_id", "fault")
+
+
+def experiment_config(task_name: str, given: TrainConfig) -> dict[str, Any]:
+    """config.yaml: the config as the user gave it (launch options included: a run started with
+    --nproc-per-node 2 records 2, not what the launcher handed its workers), without the keys
+    that locate or continue one particular run. `train --config` with it reproduces the run."""
+    config = {k: v for k, v in to_dict(given).items() if k not in NOT_REPRODUCED}
+    return {"task": task_name, **config}
 
 
 def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
@@ -104,47 +135,130 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
-    origin = typing.get_origin(hint)
-    if origin is tuple and isinstance(value, list):
-        return tuple(value)
+    """`value` from a YAML file as a value of type `hint`, or a UsageError naming the key: the
+    dataclasses themselves check nothing, and a wrong type fails much later with a traceback."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin is Literal:
+        if value not in args:
+            raise UsageError(f"config key {where}: {value!r} is not one of {args}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, option, where)
+            except UsageError:
+                continue
+        raise UsageError(f"config key {where}: expected {_type_name(hint)}, got {value!r}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise UsageError(f"config key {where}: expected a list of {_type_name(hint)}, got {value!r}")
+        hints = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
+        if len(hints) != len(value):
+            raise UsageError(f"config key {where}: expected a list of {len(hints)} items, got {value!r}")
+        return tuple(_coerce(v, h, f"{where}[{i}]") for i, (v, h) in enumerate(zip(value, hints, strict=True)))
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if origin is Literal and value not in typing.get_args(hint):
-        raise UsageError(f"config key {where}: {value!r} is not one of {typing.get_args(hint)}")
-    if origin in (typing.Union, types.UnionType) or origin is Literal or hint is Any:
-        return value
-    if isinstance(hint, type) and not isinstance(value, hint):
-        raise UsageError(f"config key {where}: expected {hint.__name__}, got {value!r}")
+    # bool is an int to Python, not to a config: `num_envs: true` is a mistake.
+    if isinstance(hint, type) and (not isinstance(value, hint) or (hint is not bool and isinstance(value, bool))):
+        raise UsageError(f"config key {where}: expected {_type_name(hint)}, got {value!r}")
     return value
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) is tuple:
+        return " ".join(dict.fromkeys(_type_name(a) for a in typing.get_args(hint) if a is not Ellipsis))
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
+
+
+# The rules a config class may declare for its numeric fields, in its `bounds` class attribute
+# (a field name -> a rule or a tuple of rules). Numbers: ">= 1", "> 0", "<= 1", "< 1", or an
+# interval "(0, 1]"; they apply to each element of a tuple field. "ordered": a (low, high)
+# range with low <= high.
+_COMPARISON = re.compile(r"^(>=|>|<=|<)\s*(\S+)$")
+_INTERVAL = re.compile(r"^([\[(])\s*([^,]+?)\s*,\s*([^\])]+?)\s*([\])])$")
+_WORDS = {">=": "at least", ">": "greater than", "<=": "at most", "<": "less than"}
+
+
+def field_rules(cls: type) -> dict[str, tuple[str, ...]]:
+    """The `bounds` of `cls` and of the config classes it derives from (a task's env config
+    inherits EnvConfig's)."""
+    rules: dict[str, tuple[str, ...]] = {}
+    for klass in reversed(cls.__mro__):
+        for name, rule in vars(klass).get("bounds", {}).items():
+            rules[name] = (rule,) if isinstance(rule, str) else tuple(rule)
+    return rules
+
+
+def rule_holds(rule: str, value: Any) -> bool:
+    if value is None:  # an optional field left unset (SimConfig.nconmax)
+        return True
+    if rule == "ordered":
+        return list(value) == sorted(value)
+    items = value if isinstance(value, tuple) else (value,)
+    if match := _COMPARISON.match(rule):
+        op, bound = match.group(1), float(match.group(2))
+        compare = {">=": float.__ge__, ">": float.__gt__, "<=": float.__le__, "<": float.__lt__}[op]
+        return all(compare(float(x), bound) for x in items)
+    match = _INTERVAL.match(rule)
+    if match is None:
+        raise ValueError(f"malformed bounds rule {rule!r}")
+    low, high = float(match.group(2)), float(match.group(3))
+    closed_low, closed_high = match.group(1) == "[", match.group(4) == "]"
+    return all(
+        (low <= x if closed_low else low < x) and (x <= high if closed_high else x < high) for x in map(float, items)
+    )
+
+
+def describe_rule(rule: str, value: Any) -> str:
+    if rule == "ordered":
+        return "a range LOW HIGH with LOW <= HIGH"
+    each = "each " if isinstance(value, tuple) else ""
+    if match := _COMPARISON.match(rule):
+        return f"{each}{_WORDS[match.group(1)]} {match.group(2)}"
+    return f"{each}in {rule}"
+
+
+def check_numbers(cfg: Any, where: str = "") -> None:
+    """Every numeric field of `cfg` and of its nested configs (a task's included) must be finite
+    and obey its class's `bounds`. The fields are walked, not listed, so a new field is checked
+    for finiteness from the start and for its range once it declares one."""
+    rules = field_rules(type(cfg))
+    names = [f.name for f in dataclasses.fields(cfg)]
+    if unknown := set(rules) - set(names):
+        raise TypeError(f"{type(cfg).__name__}.bounds names fields it does not have: {sorted(unknown)}")
+    for name in names:
+        value = getattr(cfg, name)
+        if dataclasses.is_dataclass(value):
+            check_numbers(value, f"{where}{name}.")
+            continue
+        flag = "--" + f"{where}{name}".replace("_", "-")
+        items = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(x, float) and not math.isfinite(x) for x in items):
+            raise UsageError(f"{flag} must be a finite number (got {_text(value)})")
+        for rule in rules.get(name, ()):
+            if not rule_holds(rule, value):
+                raise UsageError(f"{flag} must be {describe_rule(rule, value)} (got {_text(value)})")
+
+
+def _text(value: Any) -> str:
+    return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def validate(cfg: TrainConfig) -> None:
     """Reject configs that cannot run, with a message saying which flag to change."""
+    check_numbers(cfg)
     env, agent = cfg.env, cfg.agent
-    checks = [
-        (env.num_envs >= 1, f"--env.num-envs must be at least 1 (got {env.num_envs})"),
-        (env.episode_length_s > 0, "--env.episode-length-s must be positive"),
-        (env.sim.decimation >= 1, "--env.sim.decimation must be at least 1"),
-        (agent.num_steps_per_env >= 1, "--agent.num-steps-per-env must be at least 1"),
-        (agent.max_iterations >= 1, "--agent.max-iterations must be at least 1"),
-        (agent.save_interval >= 1, "--agent.save-interval must be at least 1"),
-        (agent.num_learning_epochs >= 1, "--agent.num-learning-epochs must be at least 1"),
-        (agent.num_mini_batches >= 1, "--agent.num-mini-batches must be at least 1"),
-        (agent.learning_rate > 0, "--agent.learning-rate must be positive"),
-        (agent.init_noise_std > 0, "--agent.init-noise-std must be positive"),
-        (0 < agent.gamma <= 1 and 0 <= agent.lam <= 1, "--agent.gamma must be in (0, 1], --agent.lam in [0, 1]"),
-        (cfg.nproc_per_node >= 0, "--nproc-per-node must be at least 0"),
-        (
-            not (cfg.distributed and cfg.nproc_per_node),
+    if cfg.distributed and cfg.nproc_per_node:
+        raise UsageError(
             "--distributed True is for workers started by torchrun and --nproc-per-node starts mjrl's own "
-            "launcher: give one of them",
-        ),
-        (cfg.collective_timeout_s > 0, "--collective-timeout-s must be positive"),
-        (cfg.hang_timeout_s > 0, "--hang-timeout-s must be positive"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UsageError(message)
+            "launcher: give one of them"
+        )
     batch = env.num_envs * agent.num_steps_per_env
     if batch % agent.num_mini_batches:
         raise UsageError(

@@ -12,9 +12,24 @@ from typing import Any
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The iterations in metrics.jsonl. A damaged line (the last one cut short by a crash or a
+    power loss) is skipped with a warning: a resume must not fail, and every elastic restart
+    with it, because of one log line. Its iteration is run again, so it is written anew."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if not isinstance(row, dict) or not isinstance(row.get("iteration"), int):
+            print(f"warning: skipping damaged line {number} of {path}", file=sys.stderr, flush=True)
+            continue
+        rows.append(row)
+    return rows
 
 
 class MetricsFile:
@@ -25,13 +40,22 @@ class MetricsFile:
         self.path = path
         kept = [m for m in read_metrics(path) if m["iteration"] < start_iteration]
         tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(m) + "\n" for m in kept))
+        with tmp.open("w") as f:
+            f.write("".join(json.dumps(m) + "\n" for m in kept))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
         self.file = path.open("a", buffering=1)
 
     def write(self, metrics: dict[str, Any]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
         self.file.write(json.dumps(clean) + "\n")
+
+    def sync(self) -> None:
+        """Flush the lines to disk; called before each checkpoint, so that after a power loss
+        the file holds at least the iterations of the newest checkpoint."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
 
     def close(self) -> None:
         self.file.close()
@@ -48,14 +72,18 @@ def _wandb_reachable(timeout: float = 2.0) -> bool:
 class Tracker:
     """TensorBoard or WandB, or nothing. Only rank 0 creates one."""
 
-    def __init__(self, kind: str, run_dir: Path, config: dict, project: str, run_name: str, run_id: str):
+    def __init__(
+        self, kind: str, run_dir: Path, config: dict, project: str, run_name: str, run_id: str, start_iteration: int = 0
+    ):
         self.kind = kind
         self._tb = None
         self._wandb = None
         if kind == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+            # A resume runs again the iterations logged after its checkpoint: purge_step hides
+            # the old session's events from there on, instead of showing each step twice.
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=start_iteration or None)
         elif kind == "wandb":
             import wandb
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 from pathlib import Path
 
@@ -11,15 +12,22 @@ from mjrl.errors import UsageError
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}")
 
 
-def new_run_dir_path(log_root: str, task: str, run_name: str, now: datetime.datetime | None = None) -> Path:
-    """A fresh, not yet existing path; a numeric suffix keeps two runs started in the same
-    second apart."""
+def claim_run_dir(log_root: str, task: str, run_name: str, now: datetime.datetime | None = None) -> Path:
+    """Create a fresh run directory and return it. The name is claimed by creating the folder
+    exclusively, retrying with a numeric suffix: runs started in the same second by processes
+    that know nothing of each other (a sweep, a SLURM array) each get a directory of their own.
+    Checking for a free name first and creating it later let two runs share one."""
     stamp = (now or datetime.datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
     base = Path(log_root) / task / (f"{stamp}_{run_name}" if run_name else stamp)
-    path, n = base, 1
-    while path.exists():
-        path, n = base.with_name(f"{base.name}-{n}"), n + 1
-    return path
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count():
+        path = base if n == 0 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
 
 
 def newest_run_dir(log_root: str, task: str) -> Path:

@@ -24,15 +24,17 @@ from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, RolloutBuffer
-from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
-from mjrl.runner.config import TrainConfig, to_dict, validate
+from mjrl.runner.checkpoint import checkpoint_path, remove_stale_temporaries, save_checkpoint
+from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
 from mjrl.runner.start import (
     agree_on_run,
-    restore_policy,
+    generator_state,
+    reseed_after_resume,
+    restore_policy_everywhere,
     restore_training_state,
     seed_everything,
     sync_from_main,
@@ -65,10 +67,13 @@ class Runner:
         run_dir: Path,
         start: dict[str, Any],
         stop: StopFlag,
+        given: TrainConfig | None = None,
     ):
         self.task = task
         self.task_name = task.name
         self.cfg = cfg
+        self.given = given or cfg  # the config as the user gave it (before the launcher's changes)
+        self.resumed_at = start["iteration"] if start.get("resumed") else None
         self.ctx = ctx
         self.env = env
         self.ppo = ppo
@@ -290,13 +295,26 @@ class Runner:
         )
         if not self.ctx.is_main:
             return
+        remove_stale_temporaries(self.run_dir)
         config = to_dict(self.cfg)
-        config_text = yaml.safe_dump({"task": self.task_name, **config}, sort_keys=False)
-        (self.run_dir / "config.yaml").write_text(config_text)
+        self._write_config()
         self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", self.iteration)
         self.tracker = Tracker(
-            self.cfg.logger, self.run_dir, config, self.cfg.wandb_project, self.cfg.run_name, self.wandb_id
+            self.cfg.logger,
+            self.run_dir,
+            config,
+            self.cfg.wandb_project,
+            self.cfg.run_name,
+            self.wandb_id,
+            self.iteration,
         )
+
+    def _write_config(self) -> None:
+        """config.yaml is the run as first started and is never overwritten by a resume; each
+        resume records its own config beside it, as config.resume-<iteration>.yaml."""
+        name = "config.yaml" if self.resumed_at is None else f"config.resume-{self.resumed_at:06d}.yaml"
+        text = yaml.safe_dump(experiment_config(self.task_name, self.given), sort_keys=False)
+        (self.run_dir / name).write_text(text)
 
     def _close_outputs(self) -> None:
         if self.rank_log is not None:
@@ -309,8 +327,8 @@ class Runner:
     def state_dict(self) -> dict[str, Any]:
         rng = {
             "torch": torch.get_rng_state(),
-            "env": self.env.generator.get_state(),
-            "ppo": self.ppo.generator.get_state(),
+            "env": generator_state(self.env.generator),
+            "ppo": generator_state(self.ppo.generator),
         }
         if self.ctx.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.ctx.device)
@@ -332,6 +350,8 @@ class Runner:
     def save(self) -> Path | None:
         if not self.ctx.is_main:
             return None
+        if self.metrics_file is not None:
+            self.metrics_file.sync()
         path = checkpoint_path(self.run_dir, self.iteration)
         save_checkpoint(path, self.state_dict())
         self.last_checkpoint = path
@@ -356,8 +376,12 @@ class ReplicaMismatch(RuntimeError):
     """The ranks' parameters differ: data-parallel training has lost lockstep."""
 
 
-def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None) -> dict[str, Any]:
-    """Run (or resume) one training job on this rank; returns its summary."""
+def train(
+    task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None, given: TrainConfig | None = None
+) -> dict[str, Any]:
+    """Run (or resume) one training job on this rank; returns its summary. `given` is the config
+    as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
+    its workers a changed one)."""
     validate(cfg)
     run_dir, source, state, resumed = agree_on_run(task.name, cfg, ctx)
 
@@ -367,17 +391,16 @@ def train(task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None =
     ppo = PPO(policy, cfg.agent, ctx)
     ppo.generator.manual_seed(cfg.seed + ctx.rank)
     start = {"iteration": 0, "env_steps": 0, "wall_s": 0.0, "wandb_id": uuid.uuid4().hex[:12]}
+    restore_policy_everywhere(ctx, policy, state, source)
     if state is not None:
-        restore_policy(policy, state, source)
         start = restore_training_state(state, ppo, env)
     start = sync_from_main(ctx, ppo, start)
     if resumed and state is None:
         # Ranks other than 0 continue with fresh random streams of their own.
-        reseed = cfg.seed + ctx.rank + 7919 * start["iteration"]
-        env.generator.manual_seed(reseed)
-        ppo.generator.manual_seed(reseed)
+        reseed_after_resume(cfg.seed + ctx.rank, start["iteration"], env.generator, ppo.generator)
     if not resumed:
         start["env_steps"] = warm_up_normalizers(env, ppo, ctx, cfg.agent.num_steps_per_env)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
-    return Runner(task, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag()).run()
+    start["resumed"] = resumed
+    return Runner(task, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag(), given).run()

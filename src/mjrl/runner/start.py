@@ -3,6 +3,7 @@ rank 0. Rank 0 decides; every other rank learns the decision through a collectiv
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 from typing import Any
@@ -12,18 +13,28 @@ import torch
 
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
-from mjrl.errors import UsageError
+from mjrl.errors import SharedUsageError, UsageError
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, merge_into
 from mjrl.runner.checkpoint import load_newest_checkpoint
 from mjrl.runner.config import TrainConfig
-from mjrl.runner.run_dir import new_run_dir_path, newest_run_dir
+from mjrl.runner.run_dir import claim_run_dir, newest_run_dir
 
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def reseed_after_resume(seed: int, iteration: int, *generators: torch.Generator) -> None:
+    """Ranks other than 0 keep no checkpoint of their random streams: after a resume they go
+    on with fresh streams of their own, the global one included (it draws the action noise).
+    Reseeding only their generators made them replay the action noise of their start-up."""
+    reseed = seed + 7919 * iteration
+    seed_everything(reseed)
+    for generator in generators:
+        generator.manual_seed(reseed)
 
 
 def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
@@ -45,6 +56,21 @@ def restore_policy(policy: ActorCritic, state: dict, source: Path) -> None:
         ) from exc
 
 
+def restore_policy_everywhere(ctx: DistContext, policy: ActorCritic, state: dict | None, source: Path | None) -> None:
+    """Rank 0 (which alone holds the checkpoint) loads its weights; if they do not fit the
+    configured network, every rank raises the same error. Raised on rank 0 alone, it left the
+    others in the next collective until their watchdogs ended the job with exit code 75."""
+    error = ""
+    if state is not None:
+        try:
+            restore_policy(policy, state, source)
+        except UsageError as exc:
+            error = str(exc)
+    error = ctx.broadcast_text(error)
+    if error:
+        raise SharedUsageError(error)
+
+
 def check_task(state: dict, task_name: str, source: Path) -> None:
     if state.get("task") != task_name:
         raise UsageError(f"checkpoint {source} belongs to task {state.get('task')!r}, not {task_name!r}")
@@ -59,12 +85,12 @@ def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[
     if explicit is not None:
         return explicit, True
     if ctx.job_id is None:
-        return new_run_dir_path(cfg.log_root, task_name, cfg.run_name), False
+        return claim_run_dir(cfg.log_root, task_name, cfg.run_name), False
     marker = Path(cfg.log_root) / task_name / ".jobs" / ctx.job_id
     if marker.is_file():
         run_dir = Path(marker.read_text().strip())
         return run_dir, any((run_dir / "checkpoints").glob("model_*.pt"))
-    run_dir = new_run_dir_path(cfg.log_root, task_name, cfg.run_name)
+    run_dir = claim_run_dir(cfg.log_root, task_name, cfg.run_name)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(str(run_dir))
     return run_dir, False
@@ -85,7 +111,7 @@ def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Pa
             outcome = f"error\t{exc}"
     kind, *rest = ctx.broadcast_text(outcome).split("\t")
     if kind == "error":
-        raise UsageError(rest[0])
+        raise SharedUsageError(rest[0])
     return Path(rest[0]), source, state, rest[1] == "1"
 
 
@@ -110,11 +136,30 @@ def restore_training_state(state: dict, ppo: PPO, env: VecEnv) -> dict[str, Any]
     ppo.set_learning_rate(state["learning_rate"])
     rng = state["rng"]
     torch.set_rng_state(rng["torch"])
-    env.generator.set_state(rng["env"])
-    ppo.generator.set_state(rng["ppo"])
+    set_generator_state(env.generator, rng["env"])
+    set_generator_state(ppo.generator, rng["ppo"])
     if "cuda" in rng and env.device.type == "cuda":
         torch.cuda.set_rng_state(rng["cuda"], env.device)
     return {k: state[k] for k in ("iteration", "env_steps", "wall_s", "wandb_id")}
+
+
+def generator_state(generator: torch.Generator) -> dict[str, Any]:
+    """A generator's state for a checkpoint, tagged with the kind of device it belongs to."""
+    return {"device": generator.device.type, "state": generator.get_state()}
+
+
+def set_generator_state(generator: torch.Generator, saved: dict[str, Any] | torch.Tensor) -> None:
+    """Continue the saved random stream on the same kind of device. A stream cannot move to
+    another kind (CUDA's Philox state is 16 bytes, the CPU's Mersenne Twister 5056, and they
+    draw different numbers from one seed), so there the generator is seeded from the saved
+    state instead: a GPU run continues on a laptop, and the reverse, deterministically."""
+    if isinstance(saved, torch.Tensor):  # checkpoints written before states were tagged
+        saved = {"device": "cuda" if saved.numel() == 16 else "cpu", "state": saved}
+    if saved["device"] == generator.device.type:
+        generator.set_state(saved["state"])
+        return
+    digest = hashlib.sha256(saved["state"].cpu().numpy().tobytes()).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
 @torch.no_grad()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import ClassVar
 
 import mujoco
 import torch
@@ -42,6 +43,9 @@ class SimConfig:
     per_world_model_fields: tuple[str, ...] = ()
     """Model fields given one copy per world (e.g. geom_friction, body_mass) so that events can
     randomise them per env; all other model fields are shared by every world."""
+
+    bounds: ClassVar[dict] = {"decimation": ">= 1", "timestep": ">= 0", "nconmax": ">= 1", "njmax": ">= 1"}
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
 
 
 # Data arrays exposed as torch views. Names match mujoco's MjData fields.

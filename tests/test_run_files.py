@@ -1,0 +1,163 @@
+"""What a run leaves on disk survives concurrency and damage: run directories are never
+shared, a torn metrics line does not stop a resume, config.yaml reproduces the run."""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+from pathlib import Path
+
+import torch
+import yaml
+from conftest import TINY_RUN, last_json, read_jsonl, run_cli
+
+from mjrl.runner.checkpoint import load_checkpoint, save_checkpoint
+from mjrl.runner.run_dir import claim_run_dir
+
+TASK = "Mjrl-Cartpole-Balance"
+SAME_SECOND = datetime.datetime(2026, 11, 22, 10, 14, 16)
+
+
+def _claim_and_write(log_root: str, barrier, queue) -> None:
+    barrier.wait()  # every process claims at the same moment, with the same timestamp
+    run_dir = claim_run_dir(log_root, TASK, "sweep", now=SAME_SECOND)
+    (run_dir / f"owner_{os.getpid()}").write_text("")
+    queue.put(str(run_dir))
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(log_root):
+    ctx = multiprocessing.get_context("spawn")
+    n = 6
+    barrier, queue = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_claim_and_write, args=(str(log_root), barrier, queue)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    dirs = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert len(set(dirs)) == n, dirs
+    for d in dirs:
+        assert len(list(Path(d).iterdir())) == 1, list(Path(d).iterdir())
+    assert sorted(Path(d).name for d in dirs)[0] == "2026-11-22_10-14-16_sweep"
+
+
+def train(log_root: Path, *extra: str):
+    result = run_cli("train", TASK, *TINY_RUN, "--log-root", str(log_root), *extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_resume_skips_a_torn_last_metrics_line(log_root):
+    """A power loss in the middle of writing metrics.jsonl leaves half a line; resuming (and so
+    every elastic restart) must warn and go on, not crash on it."""
+    result = train(log_root, "--agent.max-iterations", "3", "--agent.save-interval", "2")
+    run_dir = Path(last_json(result.stdout)["run_dir"])
+    (run_dir / "checkpoints" / "model_000003.pt").unlink()  # the run "died" during iteration 3's save
+    metrics = run_dir / "metrics.jsonl"
+    text = metrics.read_text()
+    metrics.write_text(text[: len(text) - len(text.splitlines()[-1]) // 2 - 1])  # half of the last line
+    resumed = train(log_root, "--agent.max-iterations", "3", "--resume-dir", str(run_dir))
+    assert "warning: skipping damaged line 3 of" in resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    assert [m["iteration"] for m in read_jsonl(metrics)] == [0, 1, 2]
+
+
+def reproduce(config: Path, log_root: Path, *extra: str) -> Path:
+    """Train again from a run's config.yaml; returns the new run's directory."""
+    result = run_cli("train", "--config", str(config), "--log-root", str(log_root), *extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(last_json(result.stdout)["run_dir"])
+
+
+def test_config_round_trip_of_a_single_process_run(log_root, tmp_path):
+    first = Path(last_json(train(log_root, "--agent.max-iterations", "1", "--seed", "5").stdout)["run_dir"])
+    saved = yaml.safe_load((first / "config.yaml").read_text())
+    assert saved["task"] == TASK and saved["seed"] == 5
+    assert not {"log_root", "resume", "resume_dir", "rdzv_id", "fault"} & set(saved)
+    again = reproduce(first / "config.yaml", tmp_path / "elsewhere")
+    assert again != first and again.parent == tmp_path / "elsewhere" / TASK
+    assert yaml.safe_load((again / "config.yaml").read_text()) == saved
+
+
+def test_config_round_trip_of_a_launcher_run(log_root):
+    """The built-in launcher hands its workers `distributed: true, nproc_per_node: 0`; the run
+    must record what the user gave, which starts the launcher again."""
+    result = train(log_root, "--agent.max-iterations", "1", "--nproc-per-node", "2")
+    first = Path(last_json(result.stdout)["run_dir"])
+    saved = yaml.safe_load((first / "config.yaml").read_text())
+    assert saved["nproc_per_node"] == 2 and saved["distributed"] is False
+    again = reproduce(first / "config.yaml", log_root)
+    assert again != first
+    assert (again / "ranks" / "rank_1.log").is_file()  # two ranks again
+    assert yaml.safe_load((again / "config.yaml").read_text()) == saved
+
+
+def test_resume_keeps_the_original_config_and_its_reproduction_starts_afresh(log_root):
+    first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+    original = (first / "config.yaml").read_text()
+    train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    assert (first / "config.yaml").read_text() == original
+    resumed = yaml.safe_load((first / "config.resume-000001.yaml").read_text())
+    assert resumed["agent"]["max_iterations"] == 2 and "resume_dir" not in resumed
+    again = reproduce(first / "config.yaml", log_root)
+    assert again != first  # a new run, not a continuation of the old one
+    assert [m["iteration"] for m in read_jsonl(again / "metrics.jsonl")] == [0]
+
+
+def test_a_gpu_checkpoint_resumes_on_the_cpu(log_root):
+    """A checkpoint as a CUDA run writes it (16-byte Philox generator states) continues on a
+    machine without a GPU. The GPU is faked by rewriting a CPU run's checkpoint."""
+    first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+    path = first / "checkpoints" / "model_000001.pt"
+    state = load_checkpoint(path)
+    philox = torch.arange(16, dtype=torch.uint8)  # seed and offset, 8 bytes each
+    state["rng"].update(env={"device": "cuda", "state": philox}, ppo={"device": "cuda", "state": philox}, cuda=philox)
+    save_checkpoint(path, state)
+    resumed = train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    assert last_json(resumed.stdout)["iterations"] == 2
+    after = load_checkpoint(first / "checkpoints" / "model_000002.pt")["rng"]
+    assert after["env"]["device"] == "cpu" and after["env"]["state"].numel() > 16
+
+
+def test_checkpoints_follow_the_umask_and_stale_temporaries_are_removed(log_root):
+    old = os.umask(0o022)  # inherited by the run: files readable by others
+    try:
+        first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+        checkpoint = first / "checkpoints" / "model_000001.pt"
+        assert checkpoint.stat().st_mode & 0o777 == 0o644
+        stale = first / "checkpoints" / ".model_000002.pt.x1y2z3.tmp"  # a save killed midway
+        stale.write_bytes(b"half a checkpoint")
+        train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    finally:
+        os.umask(old)
+    assert not stale.exists()
+    assert sorted(p.name for p in (first / "checkpoints").iterdir()) == ["model_000001.pt", "model_000002.pt"]
+
+
+def test_a_resumed_rank_does_not_replay_its_start_up_action_noise():
+    """Ranks other than 0 start with seed_everything(seed + rank) and, on resume, get fresh
+    streams: the global generator too, which draws the Gaussian policy's action noise."""
+    from mjrl.runner.start import reseed_after_resume, seed_everything
+
+    seed_everything(43)
+    start_up = torch.randn(8)
+    env_gen, ppo_gen = torch.Generator(), torch.Generator()
+    seed_everything(43)  # what a restarted rank 1 does first
+    reseed_after_resume(43, 5, env_gen, ppo_gen)
+    assert not torch.equal(torch.randn(8), start_up)
+    fresh = torch.Generator().manual_seed(43)
+    assert not torch.equal(torch.rand(4, generator=env_gen), torch.rand(4, generator=fresh))
+
+
+def test_tensorboard_shows_each_iteration_once_after_a_resume(log_root):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ("--logger", "tensorboard", "--agent.save-interval", "2")
+    first = Path(last_json(train(log_root, *args, "--agent.max-iterations", "3").stdout)["run_dir"])
+    (first / "checkpoints" / "model_000003.pt").unlink()  # the run "died" after logging iteration 2 (0-based)
+    train(log_root, *args, "--agent.max-iterations", "4", "--resume-dir", str(first))
+    events = EventAccumulator(str(first / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("mean_step_reward")] == [0, 1, 2, 3]
