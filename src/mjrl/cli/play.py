@@ -108,25 +108,17 @@ def evaluate(task, cfg: PlayConfig, path: Path | None = None, state: dict | None
     import torch
 
     from mjrl.distributed.context import resolve_device
-    from mjrl.envs import VecEnv
-    from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.evaluate import run_episodes
-    from mjrl.runner.runner import build_policy
-    from mjrl.runner.start import restore_policy
+    from mjrl.runner.evaluate import load_trained, run_episodes
 
     if state is None:
         path, state = _load(task, cfg.checkpoint, cfg.run_dir)
     device = resolve_device(cfg.device)
     if device.type == "cpu":
         torch.set_num_threads(1)
-    train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
     env_cfg = dataclasses.replace(
         cfg.env, num_envs=cfg.num_envs or cfg.episodes, obs_noise=cfg.obs_noise, random_initial_episode_length=False
     )
-    env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
-    policy = build_policy(env, train_cfg, device)
-    restore_policy(policy, state, path)
-    policy.eval()
+    env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
     episodes = run_episodes(env, policy, cfg.episodes, task.play_metrics)
     return {
         "task": task.name,

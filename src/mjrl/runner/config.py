@@ -65,6 +65,9 @@ class TrainConfig(Generic[EnvT]):
     hang_timeout_s: float = 60.0
     """A rank that stops making progress (or stops answering) for this long stops the whole job,
     named in the error. Must cover the slowest iteration phase between two heartbeats."""
+    export: Literal["none", "onnx", "torchscript"] = "none"
+    """At the end of training, also write the deterministic actor in this format to
+    <run-dir>/exported/ (as `mjrl export` does)."""
     fault: str = ""
     """Testing only: inject a fault, KIND@RANK:ITERATION with KIND one of raise, exit, kill,
     hang, perturb, nan (see mjrl/runner/faults.py)."""

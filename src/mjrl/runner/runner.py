@@ -27,6 +27,7 @@ from mjrl.rl.ppo import PPO, RolloutBuffer
 from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.runner.config import TrainConfig, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
+from mjrl.runner.export import default_output, export_policy
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
@@ -123,6 +124,7 @@ class Runner:
                 self._check_replicas()
                 if self.iteration % self.cfg.agent.save_interval == 0 or self.iteration == max_it:
                     self.save()
+            self._export()
         except StopRequested:
             checkpoint = self.save()
             raise Preempted(self.stop.requested, self.iteration, checkpoint, self.run_dir) from None
@@ -239,6 +241,21 @@ class Runner:
         episodes = run_episodes(env, policy, env.num_envs, self.task.play_metrics, self.ctx.progress)
         summary = {k: v for k, v in episodes.summary().items() if k not in ("min_return", "max_return")}
         return {**{f"eval/{k}": v for k, v in summary.items()}, "eval/seconds": time.perf_counter() - start}
+
+    def _export(self) -> None:
+        """`--export FORMAT`: the final policy, once training has finished (rank 0)."""
+        if not self.ctx.is_main or self.cfg.export == "none" or self.last_checkpoint is None:
+            return
+        source = {
+            "task": self.task_name,
+            "run_dir": self.run_dir,
+            "checkpoint": self.last_checkpoint,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+        }
+        out = default_output(self.run_dir, self.cfg.export)
+        export_policy(self.env, self.ppo.policy, self.cfg.export, out, source)
+        print(f"exported {out}", flush=True)
 
     def _inject_fault(self) -> None:
         """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
