@@ -1,8 +1,9 @@
-"""`play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N] [--env.* ...]`.
+"""`play TASK --checkpoint PATH | --run-dir DIR [--episodes K] [--num-envs N] [--video PATH.mp4] [--env.* ...]`.
 
 Runs the deterministic policy (the Gaussian's mean) for K whole episodes on clean observations
 and prints the mean return, the early-termination rate and the task's own figures, ending with
 one JSON line. `--env.*` flags change the env the checkpoint was trained on, for this evaluation.
+With `--video`, it records the first env instead and writes an mp4, drawn headless.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ class PlayConfig(Generic[EnvT]):
     """Seed of the reset distribution."""
     obs_noise: bool = False
     """Keep the actor's observation noise (off: evaluate on clean observations)."""
+    video: str = ""
+    """Write an mp4 of the first env here instead of evaluating (headless: EGL, else OSMesa)."""
+    video_seconds: float = 10.0
+    """Length of the video in simulated seconds; episodes that end are reset and go on."""
+    video_fps: float = 0.0
+    """Frames per second of the video; 0: one frame per control step (the task's control rate)."""
 
 
 def _play(argv: list[str]) -> int:
@@ -67,6 +74,11 @@ def _play(argv: list[str]) -> int:
     cfg = parse_flags(PlayConfig[type(task.env_cfg)], PlayConfig(env=env_cfg), args, prog, description)
     if cfg.episodes < 1 or cfg.num_envs < 0:
         raise UsageError("--episodes must be at least 1 and --num-envs at least 0")
+    if cfg.video:
+        result = record_video(task, cfg, path, state)
+        print(f"wrote {result['video']} ({result['frames']} frames at {result['fps']:g} fps, MUJOCO_GL={result['gl']})")
+        print(json.dumps(result))
+        return 0
     result = evaluate(task, cfg, path, state)
     extra = "".join(f" | {k} {v:.3f}" for k, v in result.items() if k.startswith("mean_") and "return" not in k)
     print(
@@ -126,6 +138,35 @@ def evaluate(task, cfg: PlayConfig, path: Path | None = None, state: dict | None
         "iteration": state["iteration"],
         **episodes.summary(),
     }
+
+
+def record_video(task, cfg: PlayConfig, path: Path, state: dict) -> dict:
+    """`--video`: `video_seconds` of the first env under the deterministic policy, as an mp4."""
+    import torch
+
+    from mjrl.distributed.context import resolve_device
+    from mjrl.runner.evaluate import load_trained
+    from mjrl.runner.video import record_states, render_in_subprocess
+    from mjrl.sim.render import pick_gl_backend
+
+    out = Path(cfg.video)
+    if out.suffix.lower() != ".mp4":
+        raise UsageError(f"--video {out}: the file name must end in .mp4")
+    if cfg.video_seconds <= 0 or cfg.video_fps < 0:
+        raise UsageError("--video-seconds must be positive and --video-fps at least 0")
+    backend = pick_gl_backend()  # before the slow part: a machine that cannot draw says so at once
+    device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    env_cfg = dataclasses.replace(
+        cfg.env, num_envs=cfg.num_envs or 1, obs_noise=cfg.obs_noise, random_initial_episode_length=False
+    )
+    env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
+    control_fps = 1.0 / env.step_dt
+    states = record_states(env, policy, max(1, round(cfg.video_seconds * control_fps)))
+    fps = cfg.video_fps or control_fps
+    frames = render_in_subprocess(backend, env.task.model_xml, states, control_fps, fps, out)
+    return {"task": task.name, "checkpoint": str(path), "video": str(out), "frames": frames, "fps": fps, "gl": backend}
 
 
 def main(argv: list[str] | None = None) -> int:

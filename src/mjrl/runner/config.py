@@ -65,6 +65,12 @@ class TrainConfig(Generic[EnvT]):
     hang_timeout_s: float = 60.0
     """A rank that stops making progress (or stops answering) for this long stops the whole job,
     named in the error. Must cover the slowest iteration phase between two heartbeats."""
+    video_interval: int = 0
+    """Every this many iterations (from the first), record `video_seconds` of the training env's
+    first world and draw it into <run-dir>/videos/iteration_N.mp4 in a separate low-priority
+    process; also sent to TensorBoard (as a GIF) or WandB. 0: never."""
+    video_seconds: float = 5.0
+    """Length of a training clip in simulated seconds."""
     export: Literal["none", "onnx", "torchscript"] = "none"
     """At the end of training, also write the deterministic actor in this format to
     <run-dir>/exported/ (as `mjrl export` does)."""
@@ -143,6 +149,7 @@ def validate(cfg: TrainConfig) -> None:
             "launcher: give one of them",
         ),
         (cfg.collective_timeout_s > 0, "--collective-timeout-s must be positive"),
+        (cfg.video_interval >= 0 and cfg.video_seconds > 0, "--video-interval must be >= 0, --video-seconds > 0"),
         (cfg.hang_timeout_s > 0, "--hang-timeout-s must be positive"),
     ]
     for ok, message in checks:

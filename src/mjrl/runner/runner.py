@@ -39,6 +39,8 @@ from mjrl.runner.start import (
     sync_from_main,
     warm_up_normalizers,
 )
+from mjrl.runner.video import ClipRecorder
+from mjrl.sim.render import pick_gl_backend
 
 
 def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
@@ -93,6 +95,7 @@ class Runner:
         self.stop = stop
         self.last_checkpoint: Path | None = None
         self.eval_env: VecEnv | None = None
+        self.clips: ClipRecorder | None = None
 
     # ------------------------------------------------------------------------- the loop
 
@@ -107,6 +110,8 @@ class Runner:
         try:
             while self.iteration < max_it:
                 self._inject_fault()
+                if self.clips is not None and self.iteration % self.cfg.video_interval == 0:
+                    self.clips.start(self.iteration)
                 t0 = time.perf_counter()
                 comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
@@ -121,6 +126,7 @@ class Runner:
                 session_iterations += 1
                 per_iteration = (time.perf_counter() - session_start) / session_iterations
                 self._log(metrics, eta_s=per_iteration * (max_it - self.iteration))
+                self._log_clips()
                 self._check_replicas()
                 if self.iteration % self.cfg.agent.save_interval == 0 or self.iteration == max_it:
                     self.save()
@@ -167,6 +173,8 @@ class Runner:
             self.ctx.progress()
             out = ppo.act(obs["actor"], obs["critic"])
             next_obs, reward, terminated, truncated, extras = env.step(out["actions"])
+            if self.clips is not None and self.clips.recording:
+                self.clips.record(env.sim.qpos)
             # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
             # gets the discounted value of its true final observation.
             reward = reward + gamma * ppo.value(extras["final_obs"]["critic"]) * truncated
@@ -257,6 +265,18 @@ class Runner:
         export_policy(self.env, self.ppo.policy, self.cfg.export, out, source)
         print(f"exported {out}", flush=True)
 
+    def _log_clips(self, final: bool = False) -> None:
+        """Log the training clips that the drawing process has finished. `final`: stop recording
+        and wait for the pending clips (unless the run is being stopped by a signal)."""
+        if self.clips is None:
+            return
+        finished = self.clips.close(wait=not self.stop.requested) if final else self.clips.finished()
+        if final:
+            self.clips = None
+        for _, path in finished:
+            self.tracker.log_video("video", path, step=max(self.iteration - 1, 0))
+            print(f"video {path}", flush=True)
+
     def _inject_fault(self) -> None:
         """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
         due = self.fault is not None and self.fault.due(self.ctx.rank, self.iteration, self.ctx.restart_count)
@@ -314,8 +334,21 @@ class Runner:
         self.tracker = Tracker(
             self.cfg.logger, self.run_dir, config, self.cfg.wandb_project, self.cfg.run_name, self.wandb_id
         )
+        if self.cfg.video_interval > 0:
+            env = self.env
+            self.clips = ClipRecorder(
+                pick_gl_backend(),
+                env.task.model_xml,
+                max(1, round(self.cfg.video_seconds / env.step_dt)),
+                env.sim.qpos.shape[1],
+                1.0 / env.step_dt,
+                self.run_dir / "videos",
+                self.ctx.device,
+                gif=self.cfg.logger == "tensorboard",
+            )
 
     def _close_outputs(self) -> None:
+        self._log_clips(final=True)
         if self.rank_log is not None:
             self.rank_log.close()
         if self.metrics_file is not None:
