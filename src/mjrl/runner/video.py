@@ -112,6 +112,15 @@ def record_states(env: Any, policy: Any, steps: int) -> np.ndarray:
     return states.cpu().numpy()
 
 
+def lowest_priority() -> None:
+    """SCHED_IDLE where Linux has it: below nice 19, which still takes a share from a training
+    process that is itself niced; else nice 19."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
+
+
 class ClipRecorder:
     """Training videos: every `interval` iterations, the next `steps` states of env 0 of the
     training env are recorded (one device-side row copy per step, no host synchronisation) and
@@ -123,9 +132,9 @@ class ClipRecorder:
         self.states = torch.empty(steps, nq, device=device)
         self.filled = -1  # -1: not recording
         self.iteration = 0
-        # Lowest priority from the start: on a machine whose cores the training fills, the drawing
-        # process (its imports included) runs on idle time only.
-        self.pool = multiprocessing.get_context("spawn").Pool(1, initializer=os.nice, initargs=(19,))
+        # Lowest priority from the start (its imports included): on a machine whose cores the
+        # training fills, the drawing process runs on idle time only.
+        self.pool = multiprocessing.get_context("spawn").Pool(1, initializer=lowest_priority)
         self.pending: list[tuple[int, Path, Any]] = []
 
     @property
