@@ -1,14 +1,15 @@
-"""`mjrl list | train ... | play ... | plot ...`: one entry point for everything."""
+"""`mjrl list | train ... | play ... | plot ... | export ...`: one entry point for everything."""
 
 from __future__ import annotations
 
 import sys
 
-USAGE = """usage: mjrl {list,train,play,plot} ...
-  list   tasks and presets
-  train  train a policy (see `train --help`)
-  play   evaluate a checkpoint (see `play --help`)
-  plot   draw learning curves of runs (see `mjrl plot --help`)"""
+USAGE = """usage: mjrl {list,train,play,plot,export} ...
+  list    tasks and presets
+  train   train a policy (see `train --help`)
+  play    evaluate a checkpoint or record a video (see `play --help`)
+  plot    draw learning curves of runs (see `mjrl plot --help`)
+  export  write a policy as ONNX or TorchScript for deployment (see `mjrl export --help`)"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         from mjrl.cli.plot import main as plot_main
 
         return plot_main(rest)
-    print(f"mjrl: error: unknown command {command!r}; expected list, train, play or plot", file=sys.stderr)
+    if command == "export":
+        from mjrl.cli.export import main as export_main
+
+        return export_main(rest)
+    print(f"mjrl: error: unknown command {command!r}; expected list, train, play, plot or export", file=sys.stderr)
     return 2
 
 

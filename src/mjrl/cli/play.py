@@ -1,9 +1,10 @@
-"""`play TASK --checkpoint PATH | --run-dir DIR | --zero-actions True [--episodes K] [--env.* ...]`.
+"""`play TASK --checkpoint PATH | --run-dir DIR | --zero-actions True [--episodes K] [--video PATH.mp4] [--env.* ...]`.
 
 Runs the deterministic policy (the Gaussian's mean) for K whole episodes on clean observations
 and prints the mean return, the early-termination rate and the task's own figures, ending with
 one JSON line. `--env.*` flags change the env the checkpoint was trained on, for this evaluation.
-`--zero-actions True` evaluates the zero-action baseline instead of a checkpoint.
+`--zero-actions True` evaluates the zero-action baseline instead of a checkpoint. With `--video`,
+it records the first env instead and writes an mp4, drawn headless.
 """
 
 from __future__ import annotations
@@ -45,8 +46,20 @@ class PlayConfig(Generic[EnvT]):
     zero_actions: bool = False
     """Evaluate the zero-action baseline (the action offset held: a legged robot stands in its
     home pose) on the task's default env instead of a checkpoint."""
+    video: str = ""
+    """Write an mp4 of the first env here instead of evaluating (headless: EGL, else OSMesa)."""
+    video_seconds: float = 10.0
+    """Length of the video in simulated seconds; episodes that end are reset and go on."""
+    video_fps: float = 0.0
+    """Frames per second of the video; 0: one frame per control step (the task's control rate)."""
 
-    bounds: ClassVar[dict] = {"episodes": ">= 1", "num_envs": ">= 0", "seed": ">= 0"}
+    bounds: ClassVar[dict] = {
+        "episodes": ">= 1",
+        "num_envs": ">= 0",
+        "seed": ">= 0",
+        "video_seconds": "> 0",
+        "video_fps": ">= 0",
+    }
     """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
 
 
@@ -80,6 +93,13 @@ def _play(argv: list[str]) -> int:
     from mjrl.runner.config import check_numbers
 
     check_numbers(cfg)
+    if cfg.video:
+        if cfg.zero_actions:
+            raise UsageError("--video records a checkpoint's policy: drop --zero-actions")
+        result = record_video(task, cfg, path, state)
+        print(f"wrote {result['video']} ({result['frames']} frames at {result['fps']:g} fps, MUJOCO_GL={result['gl']})")
+        print(json.dumps(result))
+        return 0
     result = evaluate(task, cfg, path, state)
     extra = "".join(f" | {k} {v:.3f}" for k, v in result.items() if k.startswith("mean_") and "return" not in k)
     print(
@@ -122,10 +142,7 @@ def evaluate(task, cfg: PlayConfig, path: Path | None = None, state: dict | None
 
     from mjrl.distributed.context import resolve_device
     from mjrl.envs import VecEnv
-    from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.evaluate import ZeroActions, run_episodes
-    from mjrl.runner.runner import build_policy
-    from mjrl.runner.start import restore_policy
+    from mjrl.runner.evaluate import ZeroActions, load_trained, run_episodes
 
     if state is None and not cfg.zero_actions:
         path, state = _load(task, cfg.checkpoint, cfg.run_dir)
@@ -135,17 +152,43 @@ def evaluate(task, cfg: PlayConfig, path: Path | None = None, state: dict | None
     env_cfg = dataclasses.replace(
         cfg.env, num_envs=cfg.num_envs or cfg.episodes, obs_noise=cfg.obs_noise, random_initial_episode_length=False
     )
-    env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
     if cfg.zero_actions:
+        env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
         policy, source = ZeroActions(env.num_actions), {"checkpoint": None, "iteration": 0}
     else:
-        train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
-        policy = build_policy(env, train_cfg, device)
-        restore_policy(policy, state, path)
-        policy.eval()
+        env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
         source = {"checkpoint": str(path), "iteration": state["iteration"]}
     episodes = run_episodes(env, policy, cfg.episodes, task.play_metrics)
     return {"task": task.name, **source, **episodes.summary()}
+
+
+def record_video(task, cfg: PlayConfig, path: Path, state: dict) -> dict:
+    """`--video`: `video_seconds` of the first env under the deterministic policy, as an mp4."""
+    import torch
+
+    from mjrl.distributed.context import resolve_device
+    from mjrl.runner.evaluate import load_trained
+    from mjrl.runner.video import record_states, render_in_subprocess
+    from mjrl.sim.render import pick_gl_backend
+
+    out = Path(cfg.video)
+    if out.suffix.lower() != ".mp4":
+        raise UsageError(f"--video {out}: the file name must end in .mp4")
+    if cfg.video_seconds <= 0 or cfg.video_fps < 0:
+        raise UsageError("--video-seconds must be positive and --video-fps at least 0")
+    backend = pick_gl_backend()  # before the slow part: a machine that cannot draw says so at once
+    device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    env_cfg = dataclasses.replace(
+        cfg.env, num_envs=cfg.num_envs or 1, obs_noise=cfg.obs_noise, random_initial_episode_length=False
+    )
+    env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
+    control_fps = 1.0 / env.step_dt
+    states = record_states(env, policy, max(1, round(cfg.video_seconds * control_fps)))
+    fps = cfg.video_fps or control_fps
+    frames = render_in_subprocess(backend, env.task.model_xml, states, control_fps, fps, out)
+    return {"task": task.name, "checkpoint": str(path), "video": str(out), "frames": frames, "fps": fps, "gl": backend}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,6 +210,11 @@ class VecEnv:
             obs[group] = torch.cat(parts, dim=-1)
         return obs
 
+    def obs_term_sizes(self, group: str) -> dict[str, int]:
+        """Width of each term of an observation group, in the order `compute_obs` concatenates
+        them (evaluates the terms once; for export, never in the training loop)."""
+        return {name: int(term.func(self).shape[-1]) for name, term in self.task.observations[group].items()}
+
     def _compute_reward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(reward, weighted term values of shape (terms, num_envs))."""
         values = [term.weight * term.func(self) for term in self.task.rewards.values()]

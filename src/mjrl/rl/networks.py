@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -87,3 +88,41 @@ class ActorCritic(nn.Module):
     def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
         """The policy mean for raw (unnormalised) observations: what `play` and deployment use."""
         return self.actor(self.normalize_actor(raw_actor_obs))
+
+
+class DeployedActor(nn.Module):
+    """The deterministic actor as one self-contained float32 CPU module, for export: raw
+    observations in, the policy mean out. The normaliser's statistics become constants, and with
+    `action_offset` given, the env's action transform is folded in as well, so the output is the
+    actuator targets `offset + scale * clip(mean, -clip, clip)`."""
+
+    def __init__(
+        self,
+        policy: ActorCritic,
+        action_offset: torch.Tensor | None = None,
+        action_scale: float = 1.0,
+        action_clip: float = math.inf,
+    ):
+        super().__init__()
+        self.actor = copy.deepcopy(policy.actor).float().cpu().eval()
+        norm = policy.actor_normalizer
+        dim = self.actor[0].in_features
+        # Cast and summed as RunningNormalizer.forward does for float32 input, so the exported
+        # model and act_deterministic round the same way.
+        mean = norm.mean.float().cpu() if norm is not None else torch.zeros(dim)
+        std = torch.sqrt(norm.var.float().cpu() + norm.eps) if norm is not None else torch.ones(dim)
+        self.register_buffer("obs_mean", mean)
+        self.register_buffer("obs_std", std)
+        self.obs_clip = norm.clip if norm is not None else math.inf
+        self.scaled = action_offset is not None
+        offset = action_offset if action_offset is not None else torch.zeros(self.actor[-1].out_features)
+        self.register_buffer("action_offset", offset.float().cpu())
+        self.action_scale = float(action_scale)
+        self.action_clip = float(action_clip)
+        self.requires_grad_(False)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        actions = self.actor(((obs - self.obs_mean) / self.obs_std).clamp(-self.obs_clip, self.obs_clip))
+        if self.scaled:
+            actions = self.action_offset + self.action_scale * actions.clamp(-self.action_clip, self.action_clip)
+        return actions

@@ -68,6 +68,15 @@ class TrainConfig(Generic[EnvT]):
     hang_timeout_s: float = 60.0
     """A rank that stops making progress (or stops answering) for this long stops the whole job,
     named in the error. Must cover the slowest iteration phase between two heartbeats."""
+    video_interval: int = 0
+    """Every this many iterations (from the first), record `video_seconds` of the training env's
+    first world and draw it into <run-dir>/videos/iteration_N.mp4 in a separate low-priority
+    process; also sent to TensorBoard (as a GIF) or WandB. 0: never."""
+    video_seconds: float = 5.0
+    """Length of a training clip in simulated seconds."""
+    export: Literal["none", "onnx", "torchscript"] = "none"
+    """At the end of training, also write the deterministic actor in this format to
+    <run-dir>/exported/ (as `mjrl export` does)."""
     fault: str = ""
     """Testing only: inject a fault, KIND@RANK:ITERATION with KIND one of raise, exit, kill,
     hang, perturb, nan (see mjrl/runner/faults.py)."""
@@ -87,6 +96,8 @@ class TrainConfig(Generic[EnvT]):
         "collective_timeout_s": "> 0",
         "hang_timeout_s": "> 0",
         "torch_threads": ">= 0",
+        "video_interval": ">= 0",
+        "video_seconds": "> 0",
     }
     """Ranges of the numeric fields, checked by `check_numbers` (as in every config class)."""
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
-from mjrl.envs import VecEnv
+from mjrl.envs import EnvConfig, VecEnv
 from mjrl.rl.networks import ActorCritic
 
 MetricsFn = Callable[[VecEnv], dict[str, torch.Tensor]]
@@ -115,3 +116,20 @@ def run_episodes(
         metric_sums=sums,
         steps=steps,
     )
+
+
+def load_trained(
+    task: Any, state: dict, source: Path, env_cfg: EnvConfig, device: torch.device, seed: int = 0
+) -> tuple[VecEnv, ActorCritic]:
+    """An env built from `env_cfg` and the checkpoint's policy on it, in eval mode: what `play`,
+    videos and export start from."""
+    from mjrl.runner.config import TrainConfig, apply_dict
+    from mjrl.runner.runner import build_policy  # the runner imports this module
+    from mjrl.runner.start import restore_policy
+
+    train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
+    env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
+    policy = build_policy(env, train_cfg, device)
+    restore_policy(policy, state, source)
+    policy.eval()
+    return env, policy

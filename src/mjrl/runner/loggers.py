@@ -108,6 +108,21 @@ class Tracker:
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
 
+    def log_video(self, tag: str, mp4: Path, step: int) -> None:
+        """A clip written by mjrl.runner.video: the mp4 to WandB, its GIF twin to TensorBoard."""
+        if self._tb is not None and mp4.with_suffix(".gif").is_file():
+            from PIL import Image
+            from tensorboard.compat.proto.summary_pb2 import Summary
+
+            gif = mp4.with_suffix(".gif")
+            width, height = Image.open(gif).size
+            image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif.read_bytes())
+            self._tb._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        if self._wandb is not None:
+            import wandb
+
+            self._wandb.log({tag: wandb.Video(str(mp4), format="mp4")}, step=step)
+
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()

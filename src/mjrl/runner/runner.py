@@ -27,6 +27,7 @@ from mjrl.rl.ppo import PPO, RolloutBuffer
 from mjrl.runner.checkpoint import checkpoint_path, remove_stale_temporaries, save_checkpoint
 from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
+from mjrl.runner.export import default_output, export_policy
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
@@ -40,6 +41,8 @@ from mjrl.runner.start import (
     sync_from_main,
     warm_up_normalizers,
 )
+from mjrl.runner.video import ClipRecorder
+from mjrl.sim.render import pick_gl_backend
 
 
 def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
@@ -97,6 +100,7 @@ class Runner:
         self.stop = stop
         self.last_checkpoint: Path | None = None
         self.eval_env: VecEnv | None = None
+        self.clips: ClipRecorder | None = None
 
     # ------------------------------------------------------------------------- the loop
 
@@ -111,6 +115,8 @@ class Runner:
         try:
             while self.iteration < max_it:
                 self._inject_fault()
+                if self.clips is not None and self.iteration % self.cfg.video_interval == 0:
+                    self.clips.start(self.iteration)
                 t0 = time.perf_counter()
                 comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
@@ -125,9 +131,11 @@ class Runner:
                 session_iterations += 1
                 per_iteration = (time.perf_counter() - session_start) / session_iterations
                 self._log(metrics, eta_s=per_iteration * (max_it - self.iteration))
+                self._log_clips()
                 self._check_replicas()
                 if self.iteration % self.cfg.agent.save_interval == 0 or self.iteration == max_it:
                     self.save()
+            self._export()
         except StopRequested:
             checkpoint = self.save()
             raise Preempted(self.stop.requested, self.iteration, checkpoint, self.run_dir) from None
@@ -170,6 +178,8 @@ class Runner:
             self.ctx.progress()
             out = ppo.act(obs["actor"], obs["critic"])
             next_obs, reward, terminated, truncated, extras = env.step(out["actions"])
+            if self.clips is not None and self.clips.recording:
+                self.clips.record(env.sim.qpos)
             # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
             # gets the discounted value of its true final observation.
             reward = reward + gamma * ppo.value(extras["final_obs"]["critic"]) * truncated
@@ -245,6 +255,33 @@ class Runner:
         summary = {k: v for k, v in episodes.summary().items() if k not in ("min_return", "max_return")}
         return {**{f"eval/{k}": v for k, v in summary.items()}, "eval/seconds": time.perf_counter() - start}
 
+    def _export(self) -> None:
+        """`--export FORMAT`: the final policy, once training has finished (rank 0)."""
+        if not self.ctx.is_main or self.cfg.export == "none" or self.last_checkpoint is None:
+            return
+        source = {
+            "task": self.task_name,
+            "run_dir": self.run_dir,
+            "checkpoint": self.last_checkpoint,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+        }
+        out = default_output(self.run_dir, self.cfg.export)
+        export_policy(self.env, self.ppo.policy, self.cfg.export, out, source)
+        print(f"exported {out}", flush=True)
+
+    def _log_clips(self, final: bool = False) -> None:
+        """Log the training clips that the drawing process has finished. `final`: stop recording
+        and wait for the pending clips (unless the run is being stopped by a signal)."""
+        if self.clips is None:
+            return
+        finished = self.clips.close(wait=not self.stop.requested) if final else self.clips.finished()
+        if final:
+            self.clips = None
+        for _, path in finished:
+            self.tracker.log_video("video", path, step=max(self.iteration - 1, 0))
+            print(f"video {path}", flush=True)
+
     def _inject_fault(self) -> None:
         """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
         due = self.fault is not None and self.fault.due(self.ctx.rank, self.iteration, self.ctx.restart_count)
@@ -308,6 +345,18 @@ class Runner:
             self.wandb_id,
             self.iteration,
         )
+        if self.cfg.video_interval > 0:
+            env = self.env
+            self.clips = ClipRecorder(
+                pick_gl_backend(),
+                env.task.model_xml,
+                max(1, round(self.cfg.video_seconds / env.step_dt)),
+                env.sim.qpos.shape[1],
+                1.0 / env.step_dt,
+                self.run_dir / "videos",
+                self.ctx.device,
+                gif=self.cfg.logger == "tensorboard",
+            )
 
     def _write_config(self) -> None:
         """config.yaml is the run as first started and is never overwritten by a resume; each
@@ -317,6 +366,7 @@ class Runner:
         (self.run_dir / name).write_text(text)
 
     def _close_outputs(self) -> None:
+        self._log_clips(final=True)
         if self.rank_log is not None:
             self.rank_log.close()
         if self.metrics_file is not None:

@@ -166,3 +166,21 @@ class Simulation:
 
     def joint_dof_index(self, joint: str) -> int:
         return int(self.mj_model.jnt_dofadr[self.mj_model.joint(joint).id])
+
+    def actuator_joints(self) -> list[str]:
+        """Name of the joint (or other target) each actuator drives, in actuator order: the
+        order of the action vector."""
+        m = self.mj_model
+        kinds = {
+            mujoco.mjtTrn.mjTRN_JOINT: mujoco.mjtObj.mjOBJ_JOINT,
+            mujoco.mjtTrn.mjTRN_JOINTINPARENT: mujoco.mjtObj.mjOBJ_JOINT,
+            mujoco.mjtTrn.mjTRN_TENDON: mujoco.mjtObj.mjOBJ_TENDON,
+            mujoco.mjtTrn.mjTRN_SITE: mujoco.mjtObj.mjOBJ_SITE,
+            mujoco.mjtTrn.mjTRN_BODY: mujoco.mjtObj.mjOBJ_BODY,
+        }
+        names = []
+        for i in range(m.nu):
+            obj = kinds.get(mujoco.mjtTrn(int(m.actuator_trntype[i])))
+            name = mujoco.mj_id2name(m, obj, int(m.actuator_trnid[i, 0])) if obj is not None else None
+            names.append(name or f"actuator_{i}")
+        return names

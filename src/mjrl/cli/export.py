@@ -1,0 +1,92 @@
+"""`mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|torchscript] [--out PATH]`.
+
+Writes the deterministic actor, with the observation normaliser folded in, for a runtime that
+has neither Python nor mjrl, and a JSON sidecar beside it (`<model>.json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Literal
+
+from mjrl.cli.common import parse_flags, run_command
+from mjrl.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+    """Export a trained policy for deployment."""
+
+    checkpoint: str = ""
+    """Checkpoint file to export."""
+    run_dir: str = ""
+    """Run directory; its newest readable checkpoint is exported."""
+    format: Literal["onnx", "torchscript"] = "onnx"
+    """onnx (onnxruntime, TensorRT, ...) or torchscript (libtorch)."""
+    out: str = ""
+    """Model file to write (default: <run-dir>/exported/policy.onnx or policy.pt); the sidecar
+    is the same path plus .json."""
+    scaled_actions: bool = False
+    """Fold the env's action transform into the model, so it outputs actuator targets
+    (offset + scale * clip(action)) instead of the raw policy mean."""
+
+
+def _export(argv: list[str]) -> int:
+    from mjrl.tasks import describe_tasks
+
+    args = list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(
+            "usage: mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|torchscript] [--out PATH]\n\n"
+            f"tasks:\n{describe_tasks()}"
+        )
+        return 0 if args else 2
+    from mjrl.tasks import load_task
+
+    task = load_task(args.pop(0))
+    cfg = parse_flags(ExportConfig, ExportConfig(), args, "mjrl export", ExportConfig.__doc__ or "")
+    model, sidecar = export(task, cfg)
+    print(f"wrote {model} and {sidecar.name}")
+    return 0
+
+
+def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
+    """Load the checkpoint, build one env on the CPU for the observation layout, export."""
+    import torch
+
+    from mjrl.cli.play import _load, trained_env_config
+    from mjrl.runner.evaluate import load_trained
+    from mjrl.runner.export import default_output, export_policy
+
+    path, state = _load(task, cfg.checkpoint, cfg.run_dir)
+    run_dir = Path(cfg.run_dir) if cfg.run_dir else _run_dir_of(path)
+    out = Path(cfg.out) if cfg.out else default_output(run_dir, cfg.format)
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory; give the model file's path")
+    env_cfg = dataclasses.replace(
+        trained_env_config(task, state), num_envs=1, obs_noise=False, random_initial_episode_length=False
+    )
+    env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
+    source = {
+        "task": task.name,
+        "run_dir": run_dir,
+        "checkpoint": path,
+        "iteration": state["iteration"],
+        "env_steps": state.get("env_steps", 0),
+    }
+    return export_policy(env, policy, cfg.format, out, source, cfg.scaled_actions)
+
+
+def _run_dir_of(checkpoint: Path) -> Path:
+    """RUN/checkpoints/model_N.pt -> RUN; a checkpoint elsewhere counts as its own folder."""
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("mjrl export", _export, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Export of the deterministic actor for deployment: ONNX or TorchScript, plus a JSON sidecar.
+
+The model takes raw actor observations (the normaliser is folded in) and returns the policy
+mean, or, with `scaled_actions`, the actuator targets. The sidecar tells a robot-side runtime
+everything else: how to build the observation, what the outputs drive, at what rate, and which
+run and checkpoint the weights come from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from mjrl.envs import VecEnv
+from mjrl.errors import UsageError
+from mjrl.rl.networks import ActorCritic, DeployedActor
+
+Format = Literal["onnx", "torchscript"]
+MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
+SCHEMA = "mjrl-policy/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsTerm:
+    name: str
+    start: int
+    """First column of the term in the observation vector."""
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Sidecar:
+    """What `<model>.json` holds, next to the exported model."""
+
+    format: str
+    model_file: str
+    """The model's file name, in the sidecar's directory."""
+    input_name: str
+    output_name: str
+    observation_size: int
+    observation_terms: tuple[ObsTerm, ...]
+    """In the order they are concatenated; each as the task's observation function computes it,
+    without noise. The normaliser is part of the model: feed raw values."""
+    action_size: int
+    action_joints: tuple[str, ...]
+    """What each output drives, in output order (actuator order of the MJCF)."""
+    action_scale: float
+    action_clip: float
+    action_offset: tuple[float, ...]
+    actions_scaled: bool
+    """True: the outputs are actuator targets already. False: targets = action_offset +
+    action_scale * clip(output, -action_clip, action_clip)."""
+    control_period_s: float
+    """Seconds between two policy steps (physics timestep x decimation)."""
+    physics_timestep_s: float
+    decimation: int
+    task: str
+    run_dir: str
+    checkpoint: str
+    iteration: int
+    env_steps: int
+    schema: str = SCHEMA
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Sidecar:
+        data = json.loads(text)
+        if data.get("schema") != SCHEMA:
+            raise UsageError(f"not an {SCHEMA} sidecar (schema {data.get('schema')!r})")
+        terms = tuple(ObsTerm(**t) for t in data.pop("observation_terms"))
+        tuples = {k: tuple(data.pop(k)) for k in ("action_joints", "action_offset")}
+        return cls(observation_terms=terms, **tuples, **data)
+
+
+def default_output(run_dir: Path, fmt: Format) -> Path:
+    return run_dir / "exported" / MODEL_FILES[fmt]
+
+
+def export_policy(
+    env: VecEnv,
+    policy: ActorCritic,
+    fmt: Format,
+    out: Path,
+    source: dict[str, Any],
+    scaled_actions: bool = False,
+) -> tuple[Path, Path]:
+    """Write the deterministic actor of `policy` to `out` and its sidecar to `out` + ".json".
+    `env` (any number of envs) gives the observation layout and action transform; `source`
+    holds task, run_dir, checkpoint, iteration and env_steps. Returns both paths."""
+    cfg = env.cfg
+    offset = env.action_offset.float().cpu()
+    model = DeployedActor(policy)
+    if scaled_actions:
+        model = DeployedActor(policy, offset, cfg.action_scale, cfg.action_clip)
+    obs_size = model.obs_mean.shape[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph
+    if fmt == "onnx":
+        _write_onnx(model, example, out)
+    elif fmt == "torchscript":
+        _write_torchscript(model, example, out)
+    else:
+        raise UsageError(f"unknown export format {fmt!r}; expected onnx or torchscript")
+    sidecar = Sidecar(
+        format=fmt,
+        model_file=out.name,
+        input_name="obs",
+        output_name="actions",
+        observation_size=obs_size,
+        observation_terms=_terms(env.obs_term_sizes("actor")),
+        action_size=env.num_actions,
+        action_joints=tuple(env.sim.actuator_joints()),
+        action_scale=float(cfg.action_scale),
+        action_clip=float(cfg.action_clip),
+        action_offset=tuple(float(x) for x in offset),
+        actions_scaled=scaled_actions,
+        control_period_s=float(env.step_dt),
+        physics_timestep_s=float(env.sim.mj_model.opt.timestep),
+        decimation=cfg.sim.decimation,
+        task=source["task"],
+        run_dir=str(source["run_dir"]),
+        checkpoint=str(source["checkpoint"]),
+        iteration=int(source["iteration"]),
+        env_steps=int(source["env_steps"]),
+    )
+    if sum(t.size for t in sidecar.observation_terms) != obs_size:
+        raise ValueError("observation terms do not add up to the actor's input size")
+    sidecar_path = out.with_name(out.name + ".json")
+    sidecar_path.write_text(sidecar.to_json())
+    return out, sidecar_path
+
+
+def _terms(sizes: dict[str, int]) -> tuple[ObsTerm, ...]:
+    terms, start = [], 0
+    for name, size in sizes.items():
+        terms.append(ObsTerm(name, start, size))
+        start += size
+    return tuple(terms)
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """torch's exporters warn about deprecations and absent optional packages (torchvision) that
+    say nothing about this model; the user sees only mjrl's own line."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _write_onnx(model: DeployedActor, example: torch.Tensor, out: Path) -> None:
+    # The dynamo exporter: the TorchScript-based one is deprecated in torch and due for removal.
+    with _quiet_exporter(), contextlib.redirect_stdout(None):
+        torch.onnx.export(
+            model,
+            (example,),
+            str(out),
+            input_names=["obs"],
+            output_names=["actions"],
+            dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
+            dynamo=True,
+            external_data=False,  # one file: the weights are small
+        )
+
+
+def _write_torchscript(model: DeployedActor, example: torch.Tensor, out: Path) -> None:
+    # Traced, not scripted: the forward has no data-dependent control flow, and `scaled` is a
+    # constant of the export.
+    with _quiet_exporter():
+        traced = torch.jit.trace(model, example)
+        torch.jit.save(traced, str(out))

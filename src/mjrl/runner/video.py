@@ -1,0 +1,181 @@
+"""Videos of a policy: joint positions recorded from the simulation, drawn and encoded to mp4 in
+a separate process.
+
+Drawing is MuJoCo's CPU-side OpenGL renderer on one world's state, so the recording itself costs
+the simulation one row copy per step; a spawned process (at the lowest CPU priority during
+training) turns the states into frames and an H.264 mp4 with PyAV. The process also chooses its
+own `MUJOCO_GL`, which MuJoCo reads once, at import.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+WIDTH, HEIGHT = 320, 240
+"""Frame size: small enough to draw at about 10 frames/s on one CPU core with Mesa."""
+
+
+def frame_indices(num_states: int, state_fps: float, fps: float) -> list[int]:
+    """Which recorded states (taken at `state_fps`) show at each frame of an `fps` video of the
+    same duration: the nearest earlier state."""
+    frames = max(1, round(num_states * fps / state_fps))
+    return [min(num_states - 1, math.floor(k * state_fps / fps + 1e-9)) for k in range(frames)]
+
+
+def write_mp4(frames: Iterable[np.ndarray], path: Path, fps: float) -> int:
+    """Encode (H, W, 3) uint8 frames as H.264 in `path`, written under a temporary name and
+    renamed, so a reader never sees half a file. Returns the number of frames."""
+    import fractions
+
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.mp4")
+    count = 0
+    with av.open(str(tmp), mode="w") as container:
+        stream = container.add_stream("libx264", rate=fractions.Fraction(fps).limit_denominator(1000))
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"crf": "23", "preset": "veryfast"}
+        for frame in frames:
+            if count == 0:
+                stream.height, stream.width = frame.shape[:2]
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+            count += 1
+        container.mux(stream.encode())
+    os.replace(tmp, path)
+    return count
+
+
+def write_gif(frames: list[np.ndarray], path: Path, fps: float) -> None:
+    """A half-size animated GIF: what TensorBoard shows as a video (it plays no mp4)."""
+    from PIL import Image
+
+    images = [Image.fromarray(f[::2, ::2]) for f in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+
+
+def render_clip(
+    backend: str,
+    xml: str,
+    qpos: np.ndarray,
+    state_fps: float,
+    fps: float,
+    out: str,
+    niceness: int = 0,
+    gif: bool = False,
+) -> int:
+    """Entry point of the drawing process: frames of the states `qpos` (T, nq), recorded at
+    `state_fps`, into an mp4 at `fps` (and a GIF beside it with `gif`). Returns the number of
+    frames."""
+    if niceness:
+        os.nice(niceness)
+    os.environ["MUJOCO_GL"] = backend  # before MuJoCo is imported in this process
+    os.environ.pop("PYOPENGL_PLATFORM", None)
+    from mjrl.sim.render import FrameRenderer
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    renderer = FrameRenderer(Path(xml), WIDTH, HEIGHT)
+    try:
+        frames = [renderer.render(qpos[i]) for i in frame_indices(len(qpos), state_fps, fps)]
+        if gif:
+            write_gif(frames, Path(out).with_suffix(".gif"), fps)
+        return write_mp4(frames, Path(out), fps)
+    finally:
+        renderer.close()
+
+
+def render_in_subprocess(backend: str, xml: Path, qpos: np.ndarray, state_fps: float, fps: float, out: Path) -> int:
+    """`render_clip` in a spawned process, waited for (what `play --video` does)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(render_clip, (backend, str(xml), qpos, state_fps, fps, str(out)))
+
+
+@torch.no_grad()
+def record_states(env: Any, policy: Any, steps: int) -> np.ndarray:
+    """qpos of env 0 at reset and after each of `steps - 1` steps of the deterministic policy:
+    `steps` states, one per control period. Episodes that end are reset and go on."""
+    states = torch.empty(steps, env.sim.qpos.shape[1], device=env.device)
+    obs = env.reset()
+    states[0] = env.sim.qpos[0]
+    for k in range(1, steps):
+        obs = env.step(policy.act_deterministic(obs["actor"]))[0]
+        states[k] = env.sim.qpos[0]
+    return states.cpu().numpy()
+
+
+def lowest_priority() -> None:
+    """SCHED_IDLE where Linux has it: below nice 19, which still takes a share from a training
+    process that is itself niced; else nice 19."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
+
+
+class ClipRecorder:
+    """Training videos: every `interval` iterations, the next `steps` states of env 0 of the
+    training env are recorded (one device-side row copy per step, no host synchronisation) and
+    handed to a spawned drawing process at the lowest priority. The runner asks for finished
+    clips once per iteration and logs them."""
+
+    def __init__(self, backend: str, xml: Path, steps: int, nq: int, state_fps: float, folder: Path, device, gif: bool):
+        self.backend, self.xml, self.state_fps, self.folder, self.gif = backend, xml, state_fps, folder, gif
+        self.states = torch.empty(steps, nq, device=device)
+        self.filled = -1  # -1: not recording
+        self.iteration = 0
+        # Lowest priority from the start (its imports included): on a machine whose cores the
+        # training fills, the drawing process runs on idle time only.
+        self.pool = multiprocessing.get_context("spawn").Pool(1, initializer=lowest_priority)
+        self.pending: list[tuple[int, Path, Any]] = []
+
+    @property
+    def recording(self) -> bool:
+        return self.filled >= 0
+
+    def start(self, iteration: int) -> None:
+        if not self.recording:
+            self.filled, self.iteration = 0, iteration
+
+    def record(self, qpos: torch.Tensor) -> None:
+        """Called after every env step while recording, with the training env's qpos."""
+        self.states[self.filled].copy_(qpos[0])
+        self.filled += 1
+        if self.filled == len(self.states):
+            out = self.folder / f"iteration_{self.iteration:06d}.mp4"
+            args = (self.backend, str(self.xml), self.states.cpu().numpy(), self.state_fps, self.state_fps, str(out))
+            self.pending.append((self.iteration, out, self.pool.apply_async(render_clip, (*args, 0, self.gif))))
+            self.filled = -1
+
+    def finished(self) -> list[tuple[int, Path]]:
+        """Clips written since the last call, as (iteration, path). A clip that failed is a
+        warning, not the end of the training run."""
+        done = [(it, out, result) for it, out, result in self.pending if result.ready()]
+        self.pending = [p for p in self.pending if not p[2].ready()]
+        written = []
+        for iteration, out, result in done:
+            try:
+                result.get()
+                written.append((iteration, out))
+            except Exception as exc:  # whatever the drawing process raised
+                print(f"warning: video of iteration {iteration} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return written
+
+    def close(self, wait: bool = True) -> list[tuple[int, Path]]:
+        """Stop taking clips; with `wait`, let the drawing process finish the pending ones first."""
+        self.filled = -1
+        if wait:
+            for _, _, result in self.pending:
+                result.wait()
+        finished = self.finished() if wait else []
+        self.pool.terminate()
+        self.pool.join()
+        return finished

@@ -1,0 +1,108 @@
+"""Offscreen frames of recorded states with MuJoCo's own renderer, and the choice of its
+headless OpenGL backend.
+
+MuJoCo fixes its GL backend (`MUJOCO_GL`) when it is first imported, so frames are drawn in a
+process that sets it first (see mjrl.runner.video); `pick_gl_backend` tries each backend in a
+throw-away interpreter, because one that fails cannot be swapped for another in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from mjrl.errors import UsageError
+
+HEADLESS_BACKENDS = ("egl", "osmesa")
+_PROBE = (
+    "import mujoco; r = mujoco.Renderer(mujoco.MjModel.from_xml_string('<mujoco/>'), 16, 16); "
+    "d = mujoco.MjData(r.model); r.update_scene(d); r.render()"
+)
+
+
+def pick_gl_backend() -> str:
+    """The first headless backend that renders a frame here: MUJOCO_GL if the user set it,
+    else EGL (GPU drivers or Mesa's software EGL), then OSMesa. A UsageError in one line when
+    none works."""
+    wanted = os.environ.get("MUJOCO_GL")
+    candidates = (wanted,) if wanted else HEADLESS_BACKENDS
+    failures = []
+    for backend in candidates:
+        env = {**os.environ, "MUJOCO_GL": backend}
+        env.pop("PYOPENGL_PLATFORM", None)  # each backend sets the one it needs
+        probe = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
+        if probe.returncode == 0:
+            return backend
+        lines = probe.stderr.strip().splitlines()
+        failures.append(f"{backend}: {lines[-1] if lines else f'exit code {probe.returncode}'}")
+    raise UsageError(
+        f"no OpenGL backend for MuJoCo's offscreen renderer works here ({'; '.join(failures)}); "
+        "install EGL (libegl1) or OSMesa (libosmesa6), or set MUJOCO_GL"
+    )
+
+
+def visual_model(xml: Path) -> mujoco.MjModel:
+    """The task's model with a checkered floor, a sky and a brighter headlight: a plain floor
+    hides how fast a followed robot moves. Only the picture changes; physics is not run here."""
+    spec = mujoco.MjSpec.from_file(str(xml))
+    spec.add_texture(
+        name="mjrl_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+        rgb1=[0.55, 0.7, 0.85], rgb2=[0.1, 0.15, 0.2], width=256, height=256,
+    )  # fmt: skip
+    spec.add_texture(
+        name="mjrl_grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+        rgb1=[0.22, 0.27, 0.32], rgb2=[0.38, 0.43, 0.48], width=256, height=256,
+    )  # fmt: skip
+    grid = spec.add_material(name="mjrl_grid", texrepeat=[2, 2], texuniform=True)
+    grid.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "mjrl_grid"
+    for geom in spec.geoms:
+        if geom.type == mujoco.mjtGeom.mjGEOM_PLANE:
+            geom.material, geom.rgba = "mjrl_grid", [1, 1, 1, 1]
+    spec.visual.headlight.ambient = [0.35, 0.35, 0.35]
+    spec.visual.headlight.diffuse = [0.6, 0.6, 0.6]
+    return spec.compile()
+
+
+def make_camera(m: mujoco.MjModel, data: mujoco.MjData) -> mujoco.MjvCamera:
+    """A model whose first joint is free (a legged robot) gets a camera that follows that body;
+    any other one a fixed view of its bodies at their rest pose."""
+    cam = mujoco.MjvCamera()
+    mujoco.mj_forward(m, data)
+    if m.njnt and m.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE:
+        cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        cam.trackbodyid = int(m.jnt_bodyid[0])
+        cam.distance, cam.elevation, cam.azimuth = 4.0 * float(m.stat.meansize) + 1.2, -20.0, 135.0
+        return cam
+    bodies = data.xpos[1:]
+    cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+    cam.lookat[:] = bodies.mean(axis=0)
+    # The model's extent includes the floor: for the cart-pole, its whole rail.
+    cam.distance = max(3.0 * float(np.ptp(bodies, axis=0).max()), 0.75 * float(m.stat.extent), 2.0)
+    cam.elevation, cam.azimuth = -10.0, 90.0
+    return cam
+
+
+class FrameRenderer:
+    """Draws a model at given joint positions, seen by `make_camera`'s camera."""
+
+    def __init__(self, xml: Path, width: int, height: int):
+        self.model = visual_model(xml)
+        self.data = mujoco.MjData(self.model)
+        self.renderer = mujoco.Renderer(self.model, height, width)
+        self.camera = make_camera(self.model, self.data)
+
+    def render(self, qpos: np.ndarray) -> np.ndarray:
+        """An (height, width, 3) uint8 frame of the model at `qpos`."""
+        self.data.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_comPos(self.model, self.data)  # the tracking camera follows the subtree's centre of mass
+        self.renderer.update_scene(self.data, camera=self.camera)
+        return self.renderer.render()
+
+    def close(self) -> None:
+        self.renderer.close()

@@ -1,0 +1,158 @@
+"""`mjrl export` and `train --export`: the exported actor against `act_deterministic`, and the sidecar."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+from conftest import TINY_RUN, last_json, run_cli
+
+from mjrl.cli.main import main as mjrl_main
+from mjrl.cli.play import trained_env_config
+from mjrl.runner.checkpoint import load_newest_checkpoint
+from mjrl.runner.evaluate import load_trained
+from mjrl.runner.export import Sidecar
+from mjrl.tasks import load_task
+
+CARTPOLE, QUADRUPED = "Mjrl-Cartpole-Balance", "Mjrl-Velocity-Flat-Quadruped"
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def train_once(tmp_path_factory) -> Callable[[str], Path]:
+    """The run directory of one tiny training run per task, which exports ONNX at its end."""
+    runs: dict[str, Path] = {}
+
+    def run(task_name: str) -> Path:
+        if task_name not in runs:
+            log_root = tmp_path_factory.mktemp("logs")
+            result = run_cli(
+                "train", task_name, *TINY_RUN[:2], "--logger", "none", "--log-root", str(log_root),
+                "--env.num-envs", "8", "--agent.num-steps-per-env", "8", "--agent.num-mini-batches", "2",
+                "--agent.max-iterations", "1", "--agent.eval-interval", "0", "--export", "onnx",
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr[-2000:]
+            runs[task_name] = Path(last_json(result.stdout)["run_dir"])
+            assert f"exported {runs[task_name] / 'exported' / 'policy.onnx'}" in result.stdout
+        return runs[task_name]
+
+    return run
+
+
+@pytest.fixture(params=[CARTPOLE, QUADRUPED])
+def trained(request, train_once) -> tuple[str, Path]:
+    """Both task families: (task name, run directory)."""
+    return request.param, train_once(request.param)
+
+
+def real_observations(task_name: str, run_dir: Path, steps: int = 10):
+    """The trained policy, its env, and a batch of actor observations that the policy visited."""
+    task = load_task(task_name)
+    path, state = load_newest_checkpoint(run_dir)
+    env_cfg = dataclasses.replace(
+        trained_env_config(task, state), num_envs=8, obs_noise=False, random_initial_episode_length=False
+    )
+    env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
+    batches, obs = [], env.obs["actor"]
+    with torch.no_grad():
+        for _ in range(steps):
+            batches.append(obs)
+            obs = env.step(policy.act_deterministic(obs) + 0.3 * torch.randn(env.num_envs, env.num_actions))[0]["actor"]
+    return env, policy, torch.cat(batches)
+
+
+def run_exported(model: Path, fmt: str, obs: torch.Tensor) -> torch.Tensor:
+    if fmt == "onnx":
+        session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        return torch.from_numpy(session.run(["actions"], {"obs": obs.numpy()})[0])
+    with warnings.catch_warnings():  # torch deprecates TorchScript, which libtorch runtimes still load
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.load(str(model))(obs)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_exported_actor_matches_act_deterministic(trained, fmt, tmp_path):
+    task_name, run_dir = trained
+    if fmt == "onnx":  # written by `train --export onnx`
+        model = run_dir / "exported" / "policy.onnx"
+    else:
+        model = tmp_path / "policy.pt"
+        result = run_cli("mjrl", "export", task_name, "--run-dir", str(run_dir), "--format", fmt, "--out", str(model))
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert f"wrote {model} and policy.pt.json" in result.stdout
+    env, policy, obs = real_observations(task_name, run_dir)
+    # The normaliser is not the identity, so folding it in is tested.
+    assert policy.actor_normalizer.count > 0 and policy.actor_normalizer.mean.abs().max() > 0.01
+    with torch.no_grad():
+        expected = policy.act_deterministic(obs)
+    actual = run_exported(model, fmt, obs)
+    assert actual.shape == expected.shape == (80, env.num_actions)
+    assert (actual - expected).abs().max().item() <= TOLERANCE
+    # Any batch size, including one observation.
+    assert (run_exported(model, fmt, obs[:1]) - expected[:1]).abs().max().item() <= TOLERANCE
+
+
+def test_sidecar_round_trips_and_describes_the_env(trained):
+    task_name, run_dir = trained
+    sidecar_path = run_dir / "exported" / "policy.onnx.json"
+    text = sidecar_path.read_text()
+    sidecar = Sidecar.from_json(text)
+    assert sidecar.to_json() == text
+    env, _, _ = real_observations(task_name, run_dir, steps=2)
+    obs = env.obs["actor"]  # the current state's, for comparison with the terms below
+    checkpoint, state = load_newest_checkpoint(run_dir)
+    assert (sidecar.task, sidecar.checkpoint, sidecar.run_dir) == (task_name, str(checkpoint), str(run_dir))
+    assert (sidecar.iteration, sidecar.env_steps) == (1, state["env_steps"])
+    assert sidecar.model_file == "policy.onnx" and sidecar.format == "onnx"
+    assert sidecar.control_period_s == pytest.approx(env.step_dt)
+    assert sidecar.action_size == env.num_actions == len(sidecar.action_joints) == len(sidecar.action_offset)
+    assert np.allclose(sidecar.action_offset, env.action_offset.numpy())
+    # Slicing a real observation by the sidecar's layout gives each term's own value.
+    assert sidecar.observation_size == obs.shape[1]
+    terms = env.task.observations["actor"]
+    assert [t.name for t in sidecar.observation_terms] == list(terms)
+    for term in sidecar.observation_terms:
+        assert torch.equal(obs[:, term.start : term.start + term.size], terms[term.name].func(env))
+    if task_name == QUADRUPED:
+        legs = [f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")]
+        assert sidecar.action_joints == tuple(legs)
+        assert sidecar.action_scale == 0.25 and sidecar.control_period_s == pytest.approx(0.02)
+    else:
+        assert sidecar.action_joints == ("slider",)
+
+
+def test_scaled_actions_are_the_actuator_targets(train_once, tmp_path):
+    # The quadruped's transform has all three parts: offset (home pose), scale and clip.
+    task_name, run_dir = QUADRUPED, train_once(QUADRUPED)
+    model = tmp_path / "targets.onnx"
+    result = run_cli(
+        "mjrl", "export", task_name, "--run-dir", str(run_dir), "--out", str(model), "--scaled-actions", "True"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    env, policy, obs = real_observations(task_name, run_dir, steps=3)
+    with torch.no_grad():
+        mean = policy.act_deterministic(obs)
+    clip, scale = env.cfg.action_clip, env.cfg.action_scale
+    targets = env.action_offset + scale * mean.clamp(-clip, clip)
+    assert (run_exported(model, "onnx", obs) - targets).abs().max().item() <= TOLERANCE
+    assert Sidecar.from_json((tmp_path / "targets.onnx.json").read_text()).actions_scaled
+
+
+def test_export_errors_are_one_line(train_once, tmp_path, capsys):
+    run_dir = str(train_once(CARTPOLE))
+    cases = [
+        ([CARTPOLE], "give exactly one of --checkpoint PATH or --run-dir DIR"),
+        ([QUADRUPED, "--run-dir", run_dir], f"belongs to task '{CARTPOLE}'"),
+        ([CARTPOLE, "--run-dir", run_dir, "--format", "tflite"], "--format"),
+        ([CARTPOLE, "--run-dir", run_dir, "--out", str(tmp_path)], "is a directory"),
+    ]
+    for args, needle in cases:
+        assert mjrl_main(["export", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("mjrl export: error: ") and err.count("\n") == 1 and needle in err, err
