@@ -10,7 +10,7 @@ import pytest
 from conftest import TINY_RUN, last_json, run_cli
 from PIL import Image
 
-from mjrl.runner.plots import plot_runs, smooth
+from mjrl.runner.plots import plot_runs, series, smooth
 
 TASK = "Mjrl-Cartpole-Balance"
 BLUE, ORANGE = (31, 119, 180), (255, 127, 14)  # matplotlib's C0 and C1: the first and second run
@@ -96,3 +96,11 @@ def test_missing_run_directory_is_named(tmp_path):
     result = run_cli("mjrl", "plot", str(tmp_path / "nope"), "--out", str(tmp_path / "x.png"))
     assert result.returncode == 2 and "no such run directory" in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_figure_logged_every_few_iterations_is_one_line_through_its_points():
+    rows = [{"iteration": i, "eval/err": 0.5 - 0.1 * i} if i % 2 else {"iteration": i} for i in range(6)]
+    rows[3]["eval/err"] = None  # a logged null stays a gap
+    xs, ys = series(rows, "iteration", "eval/err")
+    assert xs.tolist() == [1.0, 3.0, 5.0]
+    assert ys[0] == pytest.approx(0.4) and math.isnan(ys[1]) and ys[2] == pytest.approx(0.0)

@@ -46,8 +46,11 @@ def read_run_metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def series(rows: list[dict[str, Any]], x: XAxis, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """(x, y) of one metric, null and missing values as NaN; None when the run never logged it."""
-    if not any(metric in row for row in rows):
+    """(x, y) of one metric, null values as NaN (gaps); None when the run never logged it.
+    Lines without the metric are left out, so a figure logged every N iterations (`eval/...`)
+    draws as a line through its points."""
+    rows = [row for row in rows if metric in row]
+    if not rows:
         return None
     xs = np.array([row.get(x, math.nan) for row in rows], dtype=float)
     ys = np.array([_number(row.get(metric)) for row in rows], dtype=float)
