@@ -53,7 +53,7 @@ def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
     assert run_dir.parent == log_root / TASK and run_dir.name.endswith("_learn")
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(40))
-    assert metrics[-1]["env_steps"] == (1 + 40) * 64 * 32  # the normaliser warm-up rollout, then 40
+    assert metrics[-1]["env_steps"] == 40 * 64 * 32
     required = {
         "iteration",
         "env_steps",
@@ -103,7 +103,7 @@ def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
     checkpoint = Path(summary["checkpoint"])
     state = load_checkpoint(checkpoint)
     assert {"policy", "optimizer", "iteration", "env_steps", "learning_rate", "rng", "config"} <= set(state)
-    assert state["iteration"] == 2 and state["env_steps"] == (1 + 2) * 64 * 32
+    assert state["iteration"] == 2 and state["env_steps"] == 2 * 64 * 32
 
     task = load_task(TASK)
     cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
@@ -130,7 +130,7 @@ def test_resume_continues_iterations_without_repeats(log_root):
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(7))
     steps = [m["env_steps"] for m in metrics]
-    assert steps == [(i + 2) * 64 * 32 for i in range(7)]  # after the warm-up rollout
+    assert steps == [(i + 1) * 64 * 32 for i in range(7)]
     assert load_checkpoint(run_dir / "checkpoints" / "model_000007.pt")["iteration"] == 7
     # max-iterations counts the whole run: resuming a finished run does no more iterations.
     third = train(log_root, "--agent.max-iterations", "7", "--resume-dir", str(run_dir))

@@ -673,6 +673,7 @@ AGENT = AgentConfig(
     max_iterations=1500,
     save_interval=100,
     eval_interval=50,
+    warm_up_normalizers=True,
     actor_hidden_dims=(512, 256, 128),
     critic_hidden_dims=(512, 256, 128),
     activation="elu",

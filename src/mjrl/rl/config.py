@@ -24,6 +24,11 @@ class AgentConfig:
     own figures (tracking errors, foot contact and swing time). 0: never."""
     eval_envs: int = 16
     """Envs (one episode each) of the periodic evaluation."""
+    warm_up_normalizers: bool = False
+    """Start the observation normalisers from one rollout of the untrained policy (its env
+    steps count) instead of from the first observations. For tasks that reset every robot to one
+    pose: the quadruped's iteration-0 KL fell from 23x the later median to 3x. Off by default:
+    on Cartpole-Balance it lowered the 150-iteration return from 914 to 568 (mean of 3 seeds)."""
 
     # Policy
     actor_hidden_dims: tuple[int, ...] = (256, 128, 64)

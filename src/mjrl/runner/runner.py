@@ -449,7 +449,8 @@ def train(
         # Ranks other than 0 continue with fresh random streams of their own.
         reseed_after_resume(cfg.seed + ctx.rank, start["iteration"], env.generator, ppo.generator)
     if not resumed:
-        start["env_steps"] = warm_up_normalizers(env, ppo, ctx, cfg.agent.num_steps_per_env)
+        warm_up_steps = cfg.agent.num_steps_per_env if cfg.agent.warm_up_normalizers else 0
+        start["env_steps"] = warm_up_normalizers(env, ppo, ctx, warm_up_steps)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
     start["resumed"] = resumed

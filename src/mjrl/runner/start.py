@@ -165,7 +165,8 @@ def set_generator_state(generator: torch.Generator, saved: dict[str, Any] | torc
 @torch.no_grad()
 def warm_up_normalizers(env: VecEnv, ppo: PPO, ctx: DistContext, steps: int) -> int:
     """Start the observation normalisers from one rollout of the untrained policy (every rank's),
-    not from the first observations alone; returns the env steps this took on all ranks.
+    not from the first observations alone; returns the env steps this took on all ranks. With
+    `steps` 0 it merges the first observations only (`AgentConfig.warm_up_normalizers` off).
 
     At a reset every robot is near its home pose, so statistics of the first observations are far
     too narrow (the quadruped's joint velocities: std 1.4 there against 5.9 under the first
