@@ -73,6 +73,17 @@ def pop_option(args: list[str], name: str) -> str | None:
     return None
 
 
+def pop_task(args: list[str], usage: str) -> Any:
+    """The task named by `args[0]` (popped from args); None after printing `usage` and the task
+    list when there is no task or the first argument asks for help."""
+    from mjrl.tasks import describe_tasks, load_task
+
+    if not args or args[0] in ("-h", "--help"):
+        print(f"{usage}\n\ntasks:\n{describe_tasks()}")
+        return None
+    return load_task(args.pop(0))
+
+
 def peek_option(args: list[str], name: str) -> str | None:
     """The value of `--name VALUE` or `--name=VALUE` in args (left in place), or None."""
     for i, arg in enumerate(args):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from mjrl.cli.common import parse_flags, run_command
+from mjrl.cli.common import parse_flags, pop_task, run_command
 from mjrl.errors import UsageError
 
 
@@ -34,18 +34,11 @@ class ExportConfig:
 
 
 def _export(argv: list[str]) -> int:
-    from mjrl.tasks import describe_tasks
-
     args = list(argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(
-            "usage: mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|torchscript] [--out PATH]\n\n"
-            f"tasks:\n{describe_tasks()}"
-        )
+    usage = "usage: mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|torchscript] [--out PATH]"
+    task = pop_task(args, usage)
+    if task is None:
         return 0 if args else 2
-    from mjrl.tasks import load_task
-
-    task = load_task(args.pop(0))
     cfg = parse_flags(ExportConfig, ExportConfig(), args, "mjrl export", ExportConfig.__doc__ or "")
     model, sidecar = export(task, cfg)
     print(f"wrote {model} and {sidecar.name}")

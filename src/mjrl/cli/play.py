@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import ClassVar, Generic, TypeVar
 
-from mjrl.cli.common import parse_flags, peek_option, run_command
+from mjrl.cli.common import parse_flags, peek_option, pop_task, run_command
 from mjrl.errors import UsageError
 
 EnvT = TypeVar("EnvT")  # the task's EnvConfig subclass (unbound: importing mjrl.envs here would slow `--help`)
@@ -64,20 +64,15 @@ class PlayConfig(Generic[EnvT]):
 
 
 def _play(argv: list[str]) -> int:
-    from mjrl.tasks import describe_tasks
-
     args = list(argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(
-            "usage: play TASK --checkpoint PATH | --run-dir DIR | --zero-actions True [--episodes K] "
-            f"[--num-envs N] [--env.* ...]\n\n"
-            f"tasks:\n{describe_tasks()}"
-        )
+    usage = (
+        "usage: play TASK --checkpoint PATH | --run-dir DIR | --zero-actions True [--episodes K] "
+        "[--num-envs N] [--video PATH.mp4] [--env.* ...]"
+    )
+    task = pop_task(args, usage)
+    if task is None:
         return 0 if args else 2
-    task_name = args.pop(0)
-    from mjrl.tasks import load_task
-
-    task = load_task(task_name)
+    task_name = task.name
     # The checkpoint's own env config is the default that `--env.*` flags change, so it is
     # read before the flags are parsed.
     path, state = None, None
