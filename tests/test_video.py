@@ -30,7 +30,10 @@ def assert_not_blank(frames: list[np.ndarray]) -> None:
     for frame in frames:
         assert frame.shape == (240, 320, 3)
         assert frame.std() > 10  # a scene, not one colour
-    assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).mean() > 0.5  # something moved
+    # Something moved: a frozen picture differs from frame 0 only by codec noise (a few levels),
+    # while the thin pole moving for 0.5 s changes a few hundred pixels by far more.
+    changed = np.abs(frames[-1].astype(int) - frames[0].astype(int)).max(axis=2) > 24
+    assert changed.sum() > 100
 
 
 def tiny_run(task: str, log_root: Path, *extra: str) -> tuple[Path, str]:
