@@ -3,6 +3,7 @@ damaged checkpoints and non-finite numbers (CPU, gloo, 2 ranks)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -175,6 +176,19 @@ def test_a_stopped_worker_is_detected_within_the_hang_timeout(log_root):
     assert "rank 1 stopped responding" in job.stderr, job.stderr[-2000:]
 
 
+def test_a_slow_final_phase_on_rank_0_is_not_a_hang(log_root):
+    """Rank 1 finishes and exits while rank 0 spends longer than the hang timeout on its last
+    checkpoint (an upload, a slow file system): the run succeeded, and nothing is killed."""
+    job = Job(
+        *BASE, "--agent.max-iterations", "3", "--nproc-per-node", "2", "--hang-timeout-s", "3",
+        "--fault", "slow@0:3", log_root=log_root,
+    )  # fmt: skip
+    assert job.wait() == 0, job.stderr[-2000:]
+    assert "injecting fault slow on rank 0 at iteration 3" in job.stderr
+    assert "watchdog" not in job.stderr
+    assert json.loads(job.stdout.strip().splitlines()[-1])["checkpoint"].endswith("model_000003.pt")
+
+
 # -------------------------------------------------------------------- restarts and resumes
 
 
@@ -236,6 +250,24 @@ def test_sigterm_to_the_launcher_checkpoints_and_resume_continues(log_root):
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resuming at iteration {done}" in result.stdout
     assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == list(range(done + 2))
+
+
+def test_sigterm_to_one_rank_stops_every_rank_after_the_same_iteration(log_root):
+    """Signals reach ranks at different moments (SLURM signals every process itself): the ranks
+    agree on where to stop, so none is left alone in a collective and rank 0 checkpoints."""
+    job = Job(
+        *BASE, "--agent.max-iterations", "300", "--agent.save-interval", "1000", "--nproc-per-node", "2",
+        log_root=log_root,
+    )  # fmt: skip
+    run_dir = job.run_dir()
+    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 3)
+    os.kill(worker_pids(run_dir)[1][0], signal.SIGTERM)  # rank 1 only
+    assert job.wait() == 128 + signal.SIGTERM, job.stderr[-2000:]
+    assert "train: stopped by SIGTERM" in job.stderr
+    done = len(read_jsonl(run_dir / "metrics.jsonl"))
+    assert [p.name for p in (run_dir / "checkpoints").glob("model_*.pt")] == [f"model_{done:06d}.pt"]
+    rank_1_iterations = re.findall(r"^rank 1 it (\d+):", (run_dir / "ranks" / "rank_1.log").read_text(), re.M)
+    assert int(rank_1_iterations[-1]) == done
 
 
 def test_a_truncated_newest_checkpoint_is_skipped_on_resume(log_root):

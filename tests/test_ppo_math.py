@@ -98,3 +98,29 @@ def test_adam_matches_torch_adam():
     for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     assert opt_ours.state[next(ours.parameters())]["step"].item() == 20
+
+
+def test_actor_and_critic_gradients_are_clipped_separately():
+    """A huge value-loss gradient is clipped on its own and leaves the policy's gradient whole."""
+    from mjrl.distributed.context import DistContext
+    from mjrl.rl.config import AgentConfig
+    from mjrl.rl.networks import ActorCritic
+    from mjrl.rl.ppo import PPO
+
+    policy = ActorCritic(3, 4, 2, (8,), (8,), "elu", 1.0, normalize=False)
+    ppo = PPO(policy, AgentConfig(max_grad_norm=1.0), DistContext(device=torch.device("cpu")))
+    for p in policy.parameters():
+        p.grad = torch.ones_like(p)
+    actor = [*policy.actor.parameters(), policy.log_std]
+    scale = 0.5 / torch.cat([p.grad.flatten() for p in actor]).norm()
+    for p in actor:
+        p.grad *= scale  # actor norm 0.5: under the clip
+    for p in policy.critic.parameters():
+        p.grad *= 1e4  # critic norm far over it
+    ppo.clip_gradients()
+
+    def norm(params) -> float:
+        return torch.cat([p.grad.flatten() for p in params]).norm().item()
+
+    assert math.isclose(norm(actor), 0.5, rel_tol=1e-5)
+    assert math.isclose(norm(policy.critic.parameters()), 1.0, rel_tol=1e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import torch
@@ -160,6 +161,29 @@ def test_saved_config_reproduces_the_run_settings(log_root):
     assert {k: v for k, v in again.items() if k != "run_name"} == {k: v for k, v in original.items() if k != "run_name"}
 
 
+def wandb_records(path: Path) -> tuple[list[dict], dict[str, str]]:
+    """History rows and {metric: its x-axis} of an offline run, read from its `.wandb` file: a
+    LevelDB-style log (32 KiB blocks of chunks with 7-byte headers) of protobuf records."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, pos, block, pending, rows, axes = path.read_bytes(), 7, 32768, b"", [], {}  # 7: W&B's header
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        pending = chunk if kind in (1, 2) else pending + chunk  # 1 full, 2 first, 3 middle, 4 last
+        if kind not in (1, 4):
+            continue
+        record = wandb_internal_pb2.Record.FromString(pending)
+        if record.HasField("history"):
+            rows.append({item.key: json.loads(item.value_json) for item in record.history.item})
+        elif record.HasField("metric") and record.metric.step_metric:
+            axes[record.metric.glob_name or record.metric.name] = record.metric.step_metric
+    return rows, axes
+
+
 def test_tensorboard_and_offline_wandb_tracking(log_root):
     tb = train(log_root, "--agent.max-iterations", "2", "--logger", "tensorboard", "--run-name", "tb")
     events = list((Path(tb["run_dir"]) / "tensorboard").glob("events.out.tfevents.*"))
@@ -167,40 +191,22 @@ def test_tensorboard_and_offline_wandb_tracking(log_root):
     # No API key and no network here: WandB must go offline by itself, inside the run directory,
     # and a resumed run must continue the same WandB run id.
     env = {"WANDB_MODE": "", "WANDB_API_KEY": ""}
-    result = run_cli(
-        "train",
-        TASK,
-        *SMALL,
-        "--log-root",
-        str(log_root),
-        "--agent.max-iterations",
-        "1",
-        "--logger",
-        "wandb",
-        "--run-name",
-        "wb",
-        env=env,
-        timeout=600,
-    )
+    wandb_run = ("--logger", "wandb", "--agent.max-iterations", "2", "--agent.save-interval", "1")
+    result = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), *wandb_run, "--run-name", "wb", env=env,
+                     timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(last_json(result.stdout)["run_dir"])
-    resumed = run_cli(
-        "train",
-        TASK,
-        *SMALL,
-        "--log-root",
-        str(log_root),
-        "--agent.max-iterations",
-        "2",
-        "--logger",
-        "wandb",
-        "--resume-dir",
-        str(run_dir),
-        env=env,
-        timeout=600,
-    )
+    # Resume from iteration 1, as after a crash: iteration 1 is logged a second time, below
+    # WandB's own step counter, and must not be dropped.
+    (run_dir / "checkpoints" / "model_000002.pt").unlink()
+    resumed = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), *wandb_run, "--resume-dir", str(run_dir),
+                      env=env, timeout=600)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     runs = sorted((run_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 2
     run_id = load_checkpoint(run_dir / "checkpoints" / "model_000002.pt")["wandb_id"]
     assert all(r.name.endswith(run_id) for r in runs), (runs, run_id)
+    for run, iterations in zip(runs, ([0, 1], [1]), strict=True):
+        rows, axes = wandb_records(next(run.glob("run-*.wandb")))
+        assert axes == {"*": "iteration"}  # charts are drawn against the iteration, not WandB's step
+        assert [row["iteration"] for row in rows if "mean_episode_return" in row] == iterations

@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -111,7 +112,8 @@ def _distributed_worker(task: Any, cfg: Any, given: Any = None) -> dict:
     try:
         summary = train(task, cfg, ctx, stop, given)
     except Preempted:
-        ctx.watchdog.stop()
+        ctx.watchdog.finish()
+        shutdown_distributed()
         raise
     except UsageError as exc:
         # Stop this rank's watchdog first: an abort seen now would turn this exit 2 into 75.
@@ -127,7 +129,7 @@ def _distributed_worker(task: Any, cfg: Any, given: Any = None) -> dict:
         # collective with this one until it times out.
         ctx.watchdog.abort(f"rank {ctx.rank} failed: {type(exc).__name__}: {exc}")
         raise
-    ctx.watchdog.stop()
+    ctx.watchdog.finish()
     shutdown_distributed()
     return summary
 
@@ -242,6 +244,17 @@ def _report_failure(exc: Any) -> int:
     """The launcher's last lines: which rank failed, on which node, and why; the root cause
     first. Exit code 2 when the root cause is bad input (a worker's UsageError), else 1."""
     failures = exc.failures
+    # Workers signalled directly (SLURM signals every process of a job step), not through this
+    # launcher: they agreed to stop and rank 0 checkpointed, so this is a preemption.
+    stop_codes = {128 + signal.SIGTERM, 128 + signal.SIGINT}
+    if all(f.exitcode in stop_codes for f in failures.values()):
+        code = max(f.exitcode for f in failures.values())
+        print(
+            f"train: stopped by {signal.Signals(code - 128).name}; continue with --resume True (or the same --rdzv-id)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return code
     # A rank stopped by its watchdog only reacted to another rank's failure.
     roots = [r for r, f in failures.items() if f.exitcode != WATCHDOG_EXIT] or list(failures)
     root = min(roots, key=lambda r: (failures[r].timestamp, r))

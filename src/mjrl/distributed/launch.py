@@ -86,9 +86,9 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         duplicate_stdout_filters=None,
         duplicate_stderr_filters=None,
         virtual_local_rank=False,
-        # Seconds between SIGTERM and SIGKILL when workers are stopped: mjrl's workers stop at
-        # the next env step (rank 0 checkpoints first), so torch's 30 s default is only waiting.
-        shutdown_timeout=10,
+        # Seconds between SIGTERM and SIGKILL when workers are stopped: mjrl's workers finish
+        # the iteration they are in, then rank 0 checkpoints (torch's default).
+        shutdown_timeout=30,
     )
 
 

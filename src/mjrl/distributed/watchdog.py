@@ -1,7 +1,10 @@
 """A watchdog thread in every worker: hangs and failures on any rank stop every rank in seconds.
 
 Each rank's watchdog publishes a heartbeat (a tick counter) in the rendezvous store through a
-connection of its own with a short timeout, and reads the others'. It ends its process when:
+connection of its own with a short timeout, and reads the others' in one request: three store
+calls per tick whatever the number of ranks. A rank that has finished (trained to the end or
+stopped on a signal) says so in place of its heartbeat, and is no longer watched: rank 0 may
+still be writing its last checkpoint long after the others have exited. It ends its process when:
 
 * a peer's heartbeat stops for `hang_timeout_s` (a stopped, frozen or vanished process; a peer
   on the same host is killed outright, so that its launcher does not wait for it);
@@ -28,6 +31,7 @@ import time
 import torch.distributed as dist
 
 EXIT_CODE = 75  # a watchdog abort, as opposed to a worker's own error (1) or bad input (2)
+DONE = b"done"  # a finished rank's heartbeat
 
 
 class Watchdog:
@@ -53,7 +57,8 @@ class Watchdog:
             port,
             is_master=False,
             wait_for_workers=False,
-            timeout=datetime.timedelta(seconds=max(3.0, 4 * interval_s)),
+            # One TCPStore serves every rank: give it more time when there are many.
+            timeout=datetime.timedelta(seconds=max(3.0, 4 * interval_s, 0.05 * world_size)),
         )
         self.store = dist.PrefixStore(f"{prefix}/watchdog", store)
         self._last_progress = time.monotonic()
@@ -72,11 +77,21 @@ class Watchdog:
         self._stop.set()
         self._thread.join(timeout=5 * self.interval_s)
 
+    def finish(self) -> None:
+        """Stop, and tell the other ranks that this one is done rather than hung."""
+        self.stop()
+        with contextlib.suppress(Exception):  # the store may be gone already (its host finished)
+            self.store.set(f"tick/{self.rank}", DONE)
+
     def arm(self) -> None:
         """Start checking this rank's own progress (not during start-up, where compiling the
         simulator's kernels may legitimately take a minute)."""
         self._last_progress = time.monotonic()
         self._armed = True
+
+    def disarm(self) -> None:
+        """Stop checking this rank's own progress: what is left involves no other rank."""
+        self._armed = False
 
     def progress(self) -> None:
         self._last_progress = time.monotonic()
@@ -101,9 +116,10 @@ class Watchdog:
     # The thread --------------------------------------------------------------------------
 
     def _run(self) -> None:
-        peers = [r for r in range(self.world_size) if r != self.rank]
+        watched = [r for r in range(self.world_size) if r != self.rank]
         started = time.monotonic()
-        last_seen = {r: (None, started) for r in peers}
+        last_seen = {r: (None, started) for r in watched}
+        all_started = False
         tick = 0
         while not self._stop.wait(self.interval_s):
             tick += 1
@@ -111,11 +127,15 @@ class Watchdog:
                 self.store.set(f"tick/{self.rank}", str(tick))
                 if self.store.check(["abort"]):
                     self._exit(self.store.get("abort").decode())
+                keys = [f"tick/{r}" for r in watched]
+                # `multi_get` waits for missing keys: read them all once every peer has started.
+                all_started = all_started or self.store.check(keys)
+                values = self.store.multi_get(keys) if all_started and keys else [None] * len(keys)
                 now = time.monotonic()
-                for r in peers:
-                    key = f"tick/{r}"
-                    value = self.store.get(key) if self.store.check([key]) else None
-                    if value != last_seen[r][0]:
+                for r, value in zip(list(watched), values, strict=True):
+                    if value == DONE:
+                        watched.remove(r)
+                    elif value != last_seen[r][0]:
                         last_seen[r] = (value, now)
                     elif now - last_seen[r][1] > self.hang_timeout_s:
                         self._peer_hung(r, now - last_seen[r][1])

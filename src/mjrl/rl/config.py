@@ -66,7 +66,8 @@ class AgentConfig:
     lam: float = 0.95
     """GAE lambda."""
     max_grad_norm: float = 1.0
-    """Clip of the global gradient norm (actor and critic together)."""
+    """Clip of the gradient norm, applied to the actor (with its log-std) and to the critic separately,
+    as rsl_rl does: a large value-loss gradient cannot shrink the policy's step."""
     normalize_advantages: bool = True
     """Normalise advantages with the mean and std of the whole rollout (of every rank)."""
 

@@ -126,6 +126,11 @@ class PPO:
         self.ctx = ctx
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
+        critic = {id(p) for p in policy.critic.parameters()}
+        self.clip_groups = (
+            [p for p in self.params if id(p) not in critic],  # the actor's layers and log-std
+            [p for p in self.params if id(p) in critic],
+        )
         self.generator = torch.Generator(device=ctx.device)
         self.consecutive_skips = 0
 
@@ -216,8 +221,7 @@ class PPO:
                 if per_step_sync and cfg.schedule == "adaptive":
                     self._adapt_learning_rate(kl_value)
 
-                # One global gradient-norm clip, then the step.
-                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.clip_gradients()
                 self.optimizer.step()
                 sums += torch.stack([surrogate.detach(), v_loss.detach(), entropy.detach(), kl])
                 learning_rate_sum += self.learning_rate
@@ -236,6 +240,12 @@ class PPO:
             "mean_learning_rate": surrogate_sum.new_tensor(learning_rate_sum),
             "steps": surrogate_sum.new_tensor(float(updates)),
         }
+
+    def clip_gradients(self) -> None:
+        """Clip the actor's (with its log-std) and the critic's gradient norms separately, so a
+        large value-loss gradient cannot shrink the policy's step (rsl_rl does the same)."""
+        for group in self.clip_groups:
+            torch.nn.utils.clip_grad_norm_(group, self.cfg.max_grad_norm)
 
     def _gradient_step_inputs(self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool) -> tuple[float, bool]:
         if synchronise:

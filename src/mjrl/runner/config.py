@@ -79,7 +79,7 @@ class TrainConfig(Generic[EnvT]):
     <run-dir>/exported/ (as `mjrl export` does)."""
     fault: str = ""
     """Testing only: inject a fault, KIND@RANK:ITERATION with KIND one of raise, exit, kill,
-    hang, perturb, nan (see mjrl/runner/faults.py)."""
+    hang, perturb, nan, slow (see mjrl/runner/faults.py)."""
     torch_threads: int = 0
     """CPU threads for torch in this process; 0 picks, on the CPU, one thread for the rollout
     (small batched ops, while Warp steps the physics on one thread) and the cores of the machine

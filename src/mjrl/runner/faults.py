@@ -5,6 +5,7 @@ At the start of iteration ITERATION (0-based), rank RANK does KIND:
   kill     SIGKILL itself                  hang     SIGSTOP itself (a hung rank)
   perturb  change one parameter slightly (the replica check must notice)
   nan      give NaN actions to the first half of its envs for this iteration
+  slow     sleep SLOW_S seconds (with ITERATION = max_iterations: a slow final save or upload)
 Faults fire only on the first attempt of an elastic job, so a restart can succeed.
 """
 
@@ -14,12 +15,14 @@ import dataclasses
 import os
 import signal
 import sys
+import time
 
 import torch
 
 from mjrl.errors import UsageError
 
-KINDS = ("raise", "exit", "kill", "hang", "perturb", "nan")
+KINDS = ("raise", "exit", "kill", "hang", "perturb", "nan", "slow")
+SLOW_S = 8.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +62,8 @@ class Fault:
             os.kill(os.getpid(), signal.SIGKILL)
         if self.kind == "hang":
             os.kill(os.getpid(), signal.SIGSTOP)
+        if self.kind == "slow":
+            time.sleep(SLOW_S)
         if self.kind == "perturb":
             with torch.no_grad():
                 parameters[0].view(-1)[0] += 1e-3

@@ -99,6 +99,11 @@ class Tracker:
                 dir=str(run_dir),
                 config=config,
             )
+            # Charts are drawn against `iteration`, logged with every record, and WandB keeps
+            # its own step counter. A resume from an earlier checkpoint logs iterations below
+            # WandB's step again: with `step=iteration` WandB would drop them.
+            self._wandb.define_metric("iteration")
+            self._wandb.define_metric("*", step_metric="iteration")
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
@@ -106,7 +111,7 @@ class Tracker:
             for key, value in scalars.items():
                 self._tb.add_scalar(key, value, step)
         if self._wandb is not None:
-            self._wandb.log(scalars, step=step)
+            self._wandb.log({**scalars, "iteration": step})
 
     def log_video(self, tag: str, mp4: Path, step: int) -> None:
         """A clip written by mjrl.runner.video: the mp4 to WandB, its GIF twin to TensorBoard."""
@@ -121,7 +126,7 @@ class Tracker:
         if self._wandb is not None:
             import wandb
 
-            self._wandb.log({tag: wandb.Video(str(mp4), format="mp4")}, step=step)
+            self._wandb.log({tag: wandb.Video(str(mp4), format="mp4"), "iteration": step})
 
     def close(self) -> None:
         if self._tb is not None:

@@ -7,10 +7,6 @@ from pathlib import Path
 from types import FrameType
 
 
-class StopRequested(Exception):
-    """Raised inside the rollout loop when a stop was requested."""
-
-
 class Preempted(Exception):
     """The run stopped on a signal after writing a checkpoint (rank 0)."""
 
@@ -24,9 +20,9 @@ class Preempted(Exception):
 
 
 class StopFlag:
-    """Records the first SIGTERM/SIGINT; the run stops between two env steps (where no rank is
-    inside a collective), rank 0 checkpoints, every rank exits. A second SIGINT interrupts at
-    once."""
+    """Records the first SIGTERM/SIGINT. The ranks agree to stop at the end of the iteration in
+    which any of them saw it (the runner folds the flag into its per-iteration gather); rank 0
+    checkpoints, every rank exits. A second SIGINT interrupts at once."""
 
     def __init__(self) -> None:
         self.requested = 0

@@ -30,7 +30,7 @@ from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.export import default_output, export_policy
 from mjrl.runner.faults import Fault
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
-from mjrl.runner.preemption import Preempted, StopFlag, StopRequested
+from mjrl.runner.preemption import Preempted, StopFlag
 from mjrl.runner.start import (
     agree_on_run,
     generator_state,
@@ -98,6 +98,7 @@ class Runner:
         self.rank_log: RankLog | None = None
         self.fault = Fault.parse(cfg.fault)
         self.stop = stop
+        self.saved_on_stop = False
         self.last_checkpoint: Path | None = None
         self.eval_env: VecEnv | None = None
         self.clips: ClipRecorder | None = None
@@ -112,6 +113,7 @@ class Runner:
         max_it = self.cfg.agent.max_iterations
         metrics: dict[str, Any] = {}
         session_start, session_iterations = time.perf_counter(), 0
+        stop_signal = 0
         try:
             while self.iteration < max_it:
                 self._inject_fault()
@@ -125,20 +127,29 @@ class Runner:
                     update_sums = self.ppo.update(self.buffer, last_values)
                 t2 = time.perf_counter()
                 collective_s = self.ctx.comm.seconds - comm_before
-                metrics = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
+                metrics, stop_signal = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
                 self.iteration += 1
-                metrics.update(self._evaluate_if_due())
+                if not stop_signal:
+                    metrics.update(self._evaluate_if_due())
                 session_iterations += 1
                 per_iteration = (time.perf_counter() - session_start) / session_iterations
                 self._log(metrics, eta_s=per_iteration * (max_it - self.iteration))
                 self._log_clips()
+                if stop_signal:
+                    break
                 self._check_replicas()
-                if self.iteration % self.cfg.agent.save_interval == 0 or self.iteration == max_it:
+                if self.iteration % self.cfg.agent.save_interval == 0 and self.iteration < max_it:
                     self.save()
-            self._export()
-        except StopRequested:
+            # Every rank leaves the loop after the same iteration. What is left (the last
+            # checkpoint, the export, closing the trackers) is rank 0's alone and involves no
+            # collective, so however long it takes it is not a hang.
+            if self.ctx.watchdog is not None:
+                self.ctx.watchdog.disarm()
+            self._inject_fault()
             checkpoint = self.save()
-            raise Preempted(self.stop.requested, self.iteration, checkpoint, self.run_dir) from None
+            if stop_signal:
+                raise Preempted(stop_signal, self.iteration, checkpoint, self.run_dir)
+            self._export()
         finally:
             self._close_outputs()
         return {
@@ -172,10 +183,9 @@ class Runner:
         buf.step = 0
         obs = env.obs
         for _ in range(self.cfg.agent.num_steps_per_env):
-            # Between env steps no collective is in flight: the one safe place to stop.
-            if self.stop.requested:
-                raise StopRequested
             self.ctx.progress()
+            if self.stop.requested and not self.saved_on_stop:
+                self._save_on_stop()
             out = ppo.act(obs["actor"], obs["critic"])
             next_obs, reward, terminated, truncated, extras = env.step(out["actions"])
             if self.clips is not None and self.clips.recording:
@@ -197,20 +207,26 @@ class Runner:
 
     def _iteration_metrics(
         self, collection_s: float, learning_s: float, collective_s: float, update_sums: dict[str, torch.Tensor]
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], int]:
+        """This iteration's metrics over every rank, and the stop decision: the signal that asked
+        some rank to stop (SIGTERM/SIGINT), or 0. Folding the decision into the one gather
+        makes every rank stop after the same iteration, wherever its signal arrived."""
         ctx, env = self.ctx, self.env
         if not ctx.is_main:  # goes to this rank's log file only
             print(
                 f"rank {ctx.rank} it {self.iteration + 1}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True
             )
         # One collective for all metrics: every rank's vector is gathered, statistics and update
-        # sums are summed over ranks, timings are those of the slowest rank.
+        # sums are summed over ranks, timings are those of the slowest rank, and the stop
+        # signal is the largest any rank received.
         episodes, terms = env.episode_stats(), env.pop_term_stats()
         update = torch.stack(list(update_sums.values())).to(ctx.device)
-        timings = torch.tensor([collection_s, learning_s, collective_s], dtype=torch.float64, device=ctx.device)
-        gathered = ctx.all_gather(torch.cat([episodes, terms, update, timings]))
-        summed = gathered[:, :-3].sum(dim=0).tolist()
-        collection_s, learning_s, collective_s = gathered[:, -3:].max(dim=0).values.tolist()
+        maxima = [collection_s, learning_s, collective_s, float(self.stop.requested)]
+        gathered = ctx.all_gather(
+            torch.cat([episodes, terms, update, torch.tensor(maxima, dtype=torch.float64, device=ctx.device)])
+        )
+        summed = gathered[:, : -len(maxima)].sum(dim=0).tolist()
+        collection_s, learning_s, collective_s, stop_signal = gathered[:, -len(maxima) :].max(dim=0).values.tolist()
         (ret_sum, len_sum, episode_count), summed = summed[:3], summed[3:]
         term_sums, summed = summed[: len(terms)], summed[len(terms) :]
         update_totals = dict(zip(update_sums, summed, strict=True))
@@ -236,7 +252,7 @@ class Runner:
         metrics["mean_step_reward"] = sum(term_values[: len(env.task.rewards)]) / steps
         for name, total in zip(env.term_names(), term_values, strict=True):
             metrics[name] = total / steps
-        return metrics
+        return metrics, int(stop_signal)
 
     def _evaluate_if_due(self) -> dict[str, Any]:
         """`eval/<figure>` of the deterministic policy, on rank 0 every `eval_interval` iterations.
@@ -278,8 +294,8 @@ class Runner:
         finished = self.clips.close(wait=not self.stop.requested) if final else self.clips.finished()
         if final:
             self.clips = None
-        for _, path in finished:
-            self.tracker.log_video("video", path, step=max(self.iteration - 1, 0))
+        for iteration, path in finished:
+            self.tracker.log_video("video", path, step=iteration)
             print(f"video {path}", flush=True)
 
     def _inject_fault(self) -> None:
@@ -396,6 +412,14 @@ class Runner:
             "obs_dims": dict(self.env.obs_dims),
             "num_actions": self.env.num_actions,
         }
+
+    def _save_on_stop(self) -> None:
+        """A stop was asked for: the ranks will agree to stop at the end of this iteration, but
+        when the signal came from the launcher because a peer died, this iteration's collectives
+        fail. Rank 0 checkpoints the last completed iteration now, so it is never lost; the
+        policy has not changed since it completed."""
+        self.saved_on_stop = True
+        self.save()
 
     def save(self) -> Path | None:
         if not self.ctx.is_main:
