@@ -108,9 +108,10 @@ def test_actor_and_critic_gradients_are_clipped_separately():
     from mjrl.rl.ppo import PPO
 
     policy = ActorCritic(3, 4, 2, (8,), (8,), "elu", 1.0, normalize=False)
-    ppo = PPO(policy, AgentConfig(max_grad_norm=1.0), DistContext(device=torch.device("cpu")))
+    cfg = AgentConfig(max_grad_norm=1.0, clip_networks_separately=True)
+    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")))
     for p in policy.parameters():
-        p.grad = torch.ones_like(p)
+        p.grad.fill_(1.0)  # in place: the gradients are views into PPO's flat buffer
     actor = [*policy.actor.parameters(), policy.log_std]
     scale = 0.5 / torch.cat([p.grad.flatten() for p in actor]).norm()
     for p in actor:
@@ -124,3 +125,13 @@ def test_actor_and_critic_gradients_are_clipped_separately():
 
     assert math.isclose(norm(actor), 0.5, rel_tol=1e-5)
     assert math.isclose(norm(policy.critic.parameters()), 1.0, rel_tol=1e-5)
+
+    # The global clip scales both together, down to a norm of 1 in all.
+    ppo = PPO(policy, AgentConfig(max_grad_norm=1.0), DistContext(device=torch.device("cpu")))
+    for p in policy.parameters():
+        p.grad.fill_(1.0)
+    for p in policy.critic.parameters():
+        p.grad *= 1e4
+    ppo.clip_gradients()
+    assert math.isclose(norm([*actor, *policy.critic.parameters()]), 1.0, rel_tol=1e-5)
+    assert norm(actor) < 1e-3

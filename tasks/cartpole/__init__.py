@@ -139,6 +139,6 @@ BALANCE = Task(
 SWINGUP = Task(
     name="Mjrl-Cartpole-Swingup",
     env_cfg=CartpoleEnvConfig(swing_up=True, cart_position_noise=0.01, pole_angle_noise=0.01, velocity_noise=0.01),
-    agent_cfg=dataclasses.replace(_AGENT, max_iterations=300),
+    agent_cfg=dataclasses.replace(_AGENT, max_iterations=300, clip_networks_separately=True),
     build=build,
 )

@@ -403,7 +403,7 @@ def base_height(env: VecEnv) -> torch.Tensor:
 
 
 def track_lin_vel(env: VecEnv, sigma: float) -> torch.Tensor:
-    error = torch.sum((command(env)[:, :2] - base_lin_vel(env)[:, :2]) ** 2, dim=1)
+    error = torch.sum((command(env)[:, :2] - env.cached(base_lin_vel)[:, :2]) ** 2, dim=1)
     return torch.exp(-error / sigma)
 
 
@@ -413,7 +413,7 @@ def track_yaw_rate(env: VecEnv, sigma: float) -> torch.Tensor:
 
 
 def lin_vel_z(env: VecEnv) -> torch.Tensor:
-    return base_lin_vel(env)[:, 2] ** 2
+    return env.cached(base_lin_vel)[:, 2] ** 2
 
 
 def ang_vel_xy(env: VecEnv) -> torch.Tensor:
@@ -438,7 +438,7 @@ def undesired_contacts(env: VecEnv) -> torch.Tensor:
 
 
 def flat_orientation(env: VecEnv) -> torch.Tensor:
-    return torch.sum(projected_gravity(env)[:, :2] ** 2, dim=1)
+    return torch.sum(env.cached(projected_gravity)[:, :2] ** 2, dim=1)
 
 
 def feet_air_time(env: VecEnv, threshold: float) -> torch.Tensor:
@@ -446,17 +446,17 @@ def feet_air_time(env: VecEnv, threshold: float) -> torch.Tensor:
     so standing still is not punished for keeping its feet down."""
     landing = step_state(env)["landing_air_time"]
     per_foot = torch.where(landing > 0, landing - threshold, torch.zeros_like(landing))
-    return per_foot.sum(dim=1) * is_moving_command(env)
+    return per_foot.sum(dim=1) * env.cached(is_moving_command)
 
 
 def feet_slip(env: VecEnv) -> torch.Tensor:
     state = step_state(env)
-    return torch.sum(state["foot_speed"] ** 2 * state["foot_contacts"], dim=1) * is_moving_command(env)
+    return torch.sum(state["foot_speed"] ** 2 * state["foot_contacts"], dim=1) * env.cached(is_moving_command)
 
 
 def feet_clearance(env: VecEnv, height: float) -> torch.Tensor:
     state = step_state(env)
-    return torch.sum((state["foot_height"] - height).abs() * state["foot_speed"], dim=1) * is_moving_command(env)
+    return torch.sum((state["foot_height"] - height).abs() * state["foot_speed"], dim=1) * env.cached(is_moving_command)
 
 
 def termination(env: VecEnv, max_tilt: float) -> torch.Tensor:
@@ -474,7 +474,7 @@ def illegal_contact(env: VecEnv) -> torch.Tensor:
 
 def bad_orientation(env: VecEnv, max_tilt: float) -> torch.Tensor:
     """The trunk's up axis is tilted more than `max_tilt` from vertical (or upside down)."""
-    return projected_gravity(env)[:, 2] > -math.cos(max_tilt)
+    return env.cached(projected_gravity)[:, 2] > -math.cos(max_tilt)
 
 
 # ------------------------------------------------------------------------------------ events
@@ -578,7 +578,7 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
     just finished, they describe the first state of the new episode (as `obs` does).
     """
     cmd = command(env)
-    lin = torch.linalg.vector_norm(cmd[:, :2] - base_lin_vel(env)[:, :2], dim=1)
+    lin = torch.linalg.vector_norm(cmd[:, :2] - env.cached(base_lin_vel)[:, :2], dim=1)
     yaw = (cmd[:, 2] - base_ang_vel(env)[:, 2]).abs()
     state = step_state(env)
     landing = state["landing_air_time"]
@@ -683,6 +683,7 @@ AGENT = AgentConfig(
     # envs); at 3e-4 it is 1.4x. The schedule settles at 4e-5 to 3e-4 within a few minibatch
     # steps either way (docs/benchmarks.md, "The KL guard").
     learning_rate=3e-4,
+    clip_networks_separately=True,
     schedule="adaptive",
     desired_kl=0.01,
     num_learning_epochs=5,

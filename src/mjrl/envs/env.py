@@ -10,9 +10,10 @@ statistics are accumulated in tensors that the runner reads once per iteration.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -134,6 +135,8 @@ class VecEnv:
         self._reset_stats()
         self.obs_dims = {}
         self.inject_nan_actions = False
+        self._memo: dict[Callable, torch.Tensor] | None = None
+        self._actor_noise_std: torch.Tensor | None = None
 
         everything = torch.ones(n, dtype=torch.bool, device=device)
         for ev in task.events.values():
@@ -165,9 +168,10 @@ class VecEnv:
         self.sim.step()
         self.episode_length += 1
 
-        reward, term_values = self._compute_reward()
-        terminated, truncated = self._compute_dones()
-        final_obs = self.compute_obs()
+        with self._one_state():
+            reward, term_values = self._compute_reward()
+            terminated, truncated = self._compute_dones()
+            final_obs = self.compute_obs()
 
         # Envs whose state, observation or reward is not finite end here (a termination, with
         # no reward and nothing bootstrapped) and are reset; the others carry on.
@@ -187,8 +191,30 @@ class VecEnv:
         self._record_finished_episodes(done & self._whole_episode)
         self._reset_envs(done)
         self._whole_episode |= done
-        self.obs = self.compute_obs()
+        with self._one_state():
+            self.obs = self.compute_obs()
         return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
+
+    @contextlib.contextmanager
+    def _one_state(self) -> Iterator[None]:
+        """Within this block the state does not change: `cached` computes each quantity once."""
+        self._memo = {}
+        try:
+            yield
+        finally:
+            self._memo = None
+
+    def cached(self, func: Callable[[VecEnv], torch.Tensor]) -> torch.Tensor:
+        """`func(self)`, computed once per state during a step: observation terms shared by the
+        actor and the critic, and quantities that several terms derive (the trunk's velocity in
+        its own frame, the gravity direction) cost their tensor operations once, not at each
+        use. Outside a step, simply `func(self)`."""
+        if self._memo is None:
+            return func(self)
+        value = self._memo.get(func)
+        if value is None:
+            value = self._memo[func] = func(self)
+        return value
 
     @staticmethod
     def _finite_rows(*tensors: torch.Tensor) -> torch.Tensor:
@@ -198,16 +224,16 @@ class VecEnv:
         return finite
 
     def compute_obs(self) -> Obs:
-        obs = {}
-        for group, terms in self.task.observations.items():
-            parts = []
-            for term in terms.values():
-                value = term.func(self)
-                if group == "actor" and self.cfg.obs_noise and term.noise_std > 0:
-                    noise = torch.randn(value.shape, device=self.device, generator=self.generator)
-                    value = value + term.noise_std * noise
-                parts.append(value)
-            obs[group] = torch.cat(parts, dim=-1)
+        obs = {group: torch.cat([self.cached(t.func) for t in terms.values()], dim=-1)
+               for group, terms in self.task.observations.items()}  # fmt: skip
+        if self.cfg.obs_noise:
+            # One draw for the whole actor vector, scaled per column by its term's noise std.
+            if self._actor_noise_std is None:  # first call, at construction (not in a step)
+                terms = self.task.observations["actor"].values()
+                stds = [torch.full((self.cached(t.func).shape[-1],), t.noise_std) for t in terms]
+                self._actor_noise_std = torch.cat(stds).to(self.device)
+            noise = torch.randn(obs["actor"].shape, device=self.device, generator=self.generator)
+            obs["actor"] = obs["actor"] + self._actor_noise_std * noise
         return obs
 
     def obs_term_sizes(self, group: str) -> dict[str, int]:

@@ -1,10 +1,11 @@
-"""Adam, written out.
+"""Adam, written out with multi-tensor (`torch._foreach_*`) operations.
 
 Constructing torch.optim.Adam imports torch._dynamo (about 800 modules and 70 MB of memory,
 measured with torch 2.13), more than the rest of PPO and a third of mjrl's memory budget for a
-CPU run. This class does the same arithmetic as torch.optim.Adam's single-tensor path with
-default settings (tested against it), keeps its state in the same per-parameter form, and
-never synchronises with the host.
+CPU run. This class does the same arithmetic as torch.optim.Adam with default settings (tested
+against it), keeps its state in the same per-parameter form, and never synchronises with the
+host. Each step issues about ten operations whatever the number of parameter tensors (one per
+tensor per stage before): on a GPU every operation costs host time, whatever its size.
 """
 
 from __future__ import annotations
@@ -36,25 +37,32 @@ class Adam:
             }
 
     def zero_grad(self) -> None:
-        for p in self.params:
-            if p.grad is not None:
-                p.grad.zero_()
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:
+            torch._foreach_zero_(grads)
 
     @torch.no_grad()
     def step(self) -> None:
+        params = [p for p in self.params if p.grad is not None]
+        if not params:
+            return
         beta1, beta2 = self.betas
-        for p in self.params:
-            if p.grad is None:
-                continue
-            state = self.state[p]
-            state["step"] += 1
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            exp_avg.lerp_(p.grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            bias_correction1 = 1 - beta1 ** state["step"]
-            bias_correction2_sqrt = torch.sqrt(1 - beta2 ** state["step"])
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
-            p.addcdiv_(exp_avg, denom * (bias_correction1 / self.lr), value=-1.0)
+        grads = [p.grad for p in params]
+        states = [self.state[p] for p in params]
+        exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+        steps = [s["step"] for s in states]
+        torch._foreach_add_(steps, 1.0)
+        torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+        # Every parameter has taken the same number of steps: one bias correction for all.
+        step = steps[0]
+        bias_correction1 = 1 - beta1**step
+        bias_correction2_sqrt = torch.sqrt(1 - beta2**step)
+        denom = torch._foreach_div(torch._foreach_sqrt(exp_avg_sqs), bias_correction2_sqrt)
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_mul_(denom, bias_correction1 / self.lr)
+        torch._foreach_addcdiv_(params, exp_avgs, denom, value=-1.0)
 
     def tensors(self) -> list[torch.Tensor]:
         """Every state tensor, in a fixed order (for broadcasting and averaging across ranks)."""

@@ -126,11 +126,16 @@ class PPO:
         self.ctx = ctx
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
+        # Every gradient is a view into one flat buffer, the actor's (with its log-std) first,
+        # followed by three slots: KL, loss and a non-finite flag. The finite check, the
+        # all-reduce and each network's clip are then one operation on the buffer or a slice,
+        # not one per parameter tensor (each costs host time on a GPU, whatever its size).
         critic = {id(p) for p in policy.critic.parameters()}
-        self.clip_groups = (
-            [p for p in self.params if id(p) not in critic],  # the actor's layers and log-std
-            [p for p in self.params if id(p) in critic],
-        )
+        self.grad_order = [p for p in self.params if id(p) not in critic] + [p for p in self.params if id(p) in critic]
+        self.actor_grad_size = sum(p.numel() for p in self.grad_order if id(p) not in critic)
+        self.grad_size = sum(p.numel() for p in self.grad_order)
+        self.flat_grad = torch.zeros(self.grad_size + 3, device=ctx.device)
+        self._attach_gradients()
         self.generator = torch.Generator(device=ctx.device)
         self.consecutive_skips = 0
 
@@ -155,6 +160,7 @@ class PPO:
         """One PPO update on the rollout. Returns this rank's sums over its minibatch steps, by
         name (see `UPDATE_SUMS`), for the caller to reduce with its other metrics."""
         cfg = self.cfg
+        self._attach_gradients()
         advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
 
         # Flatten (T, N) into one batch; normalise observations once with the statistics the
@@ -206,12 +212,11 @@ class PPO:
 
                 # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
                 # "gradients" mode, kept local in "rollout" mode.
-                self.optimizer.zero_grad()
+                self.flat_grad.zero_()
                 loss.backward()
                 kl_value, nonfinite = self._gradient_step_inputs(kl, loss, per_step_sync)
                 if nonfinite:
                     skipped += 1
-                    self.optimizer.zero_grad()
                     if per_step_sync:
                         self._count_skip()
                     continue
@@ -241,29 +246,37 @@ class PPO:
             "steps": surrogate_sum.new_tensor(float(updates)),
         }
 
+    def _attach_gradients(self) -> None:
+        """(Re)make every parameter's `.grad` a view into `flat_grad`: backward accumulates into
+        an existing `.grad` in place, so the views stay, unless some code replaces them."""
+        offset = 0
+        for p in self.grad_order:
+            p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+
     def clip_gradients(self) -> None:
-        """Clip the actor's (with its log-std) and the critic's gradient norms separately, so a
-        large value-loss gradient cannot shrink the policy's step (rsl_rl does the same)."""
-        for group in self.clip_groups:
-            torch.nn.utils.clip_grad_norm_(group, self.cfg.max_grad_norm)
+        """Scale gradients down to a norm of at most `max_grad_norm`: the global norm, or the
+        actor's (with its log-std) and the critic's separately."""
+        if self.cfg.clip_networks_separately:
+            parts = (self.flat_grad[: self.actor_grad_size], self.flat_grad[self.actor_grad_size : self.grad_size])
+        else:
+            parts = (self.flat_grad[: self.grad_size],)
+        for part in parts:
+            norm = torch.linalg.vector_norm(part)
+            part.mul_((self.cfg.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
 
     def _gradient_step_inputs(self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool) -> tuple[float, bool]:
-        if synchronise:
-            return self._synchronise(kl, loss)
-        finite = torch.isfinite(loss) & torch.stack([torch.isfinite(p.grad).all() for p in self.params]).all()
-        return kl.item(), not bool(finite)
-
-    def _synchronise(self, kl: torch.Tensor, loss: torch.Tensor) -> tuple[float, bool]:
-        grads = [p.grad.flatten() for p in self.params]
-        flat = torch.cat([*grads, kl.view(1), loss.detach().view(1)])
-        nonfinite = (~torch.isfinite(flat)).any().float().view(1)
-        flat = torch.cat([flat.nan_to_num(0.0, 0.0, 0.0), nonfinite])
-        self.ctx.all_reduce_mean(flat)
-        offset = 0
-        for p, g in zip(self.params, grads, strict=True):
-            p.grad.copy_(flat[offset : offset + g.numel()].view_as(p.grad))
-            offset += g.numel()
-        return flat[offset].item(), bool(flat[-1].item() > 0)
+        """The KL and whether any gradient (or the loss or KL) is not finite, read on the host
+        together. With `synchronise`, all of them are first averaged over ranks in one
+        all-reduce, non-finite values zeroed: a flag set on any rank makes every rank skip."""
+        flat, n = self.flat_grad, self.grad_size
+        flat[n : n + 2] = torch.stack([kl, loss.detach()])
+        flat[n + 2] = (~torch.isfinite(flat[: n + 2]).all()).float()
+        if synchronise and self.ctx.is_distributed:
+            flat.nan_to_num_(0.0, 0.0, 0.0)
+            self.ctx.all_reduce_mean(flat)
+        kl_value, _, nonfinite = flat[n:].tolist()
+        return kl_value, nonfinite > 0
 
     def _count_skip(self) -> None:
         self.consecutive_skips += 1

@@ -98,6 +98,7 @@ class Simulation:
             self.nacon = wp.to_torch(self.data.nacon)
             mjw.forward(self.model, self.data)
         self.qpos0 = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
+        self._model_views: dict[str, torch.Tensor] = {}
         self.physics_version = 0
         """Counts the calls that recompute contacts and derived state (`step`, `forward`): terms
         cache what they derive from one physics state under it."""
@@ -158,8 +159,13 @@ class Simulation:
             mjw.kinematics(self.model, self.data)
 
     def model_field(self, name: str) -> torch.Tensor:
-        """A zero-copy torch view of a model field; (num_worlds, ...) for per-world fields."""
-        return wp.to_torch(getattr(self.model, name))
+        """A zero-copy torch view of a model field; (num_worlds, ...) for per-world fields.
+        Views are made once: building one costs host work on every call, and the model's
+        arrays are never reallocated (the captured graph holds their pointers)."""
+        view = self._model_views.get(name)
+        if view is None:
+            view = self._model_views[name] = wp.to_torch(getattr(self.model, name))
+        return view
 
     def joint_qpos_index(self, joint: str) -> int:
         return int(self.mj_model.jnt_qposadr[self.mj_model.joint(joint).id])

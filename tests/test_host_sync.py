@@ -1,0 +1,74 @@
+"""The env step never waits on the device: no host reads (`.item()`, `bool(tensor)`, `nonzero`)
+and no tensors built from host data (Python lists or tuples as indices, `torch.tensor(...)`).
+On a GPU each of these is a blocking copy; on the CPU they are invisible, so a dispatch mode
+records every tensor operation of real env steps and the test names the offending lines."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import traceback
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mjrl.envs import VecEnv
+from mjrl.tasks import load_task
+
+# Operations that read device data on the host or copy host data to the device.
+HOST_SYNC_OPS = {
+    "aten.lift_fresh.default",  # torch.tensor(list), x[:, (1, 2)]: host data copied in
+    "aten._local_scalar_dense.default",  # .item(), bool(t), float(t), int(t)
+    "aten.nonzero.default",  # output size depends on the data
+    "aten.masked_select.default",
+    "aten.is_nonzero.default",
+    "aten.equal.default",
+}
+
+
+class HostSyncRecorder(TorchDispatchMode):
+    """Every offending op, with the innermost mjrl frame that issued it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func) in HOST_SYNC_OPS:
+            frames = [f for f in traceback.extract_stack() if "mjrl" in f.filename and "test_" not in f.filename]
+            where = f"{frames[-1].filename.split('mjrl')[-1]}:{frames[-1].lineno} {frames[-1].line}" if frames else "?"
+            self.found.append(f"{func} at {where}")
+        return func(*args, **(kwargs or {}))
+
+
+def env_for(task_name: str, num_envs: int = 4) -> VecEnv:
+    task = load_task(task_name)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs)
+    return VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
+
+
+TASKS = ["Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped"]
+
+
+@pytest.mark.parametrize("task_name", TASKS)
+def test_env_step_does_not_wait_on_the_device(task_name):
+    env = env_for(task_name)
+    # Some envs end during the recorded steps (terminations and time-outs), so resets, final
+    # observations and episode statistics are recorded too.
+    env.episode_length[:2] = env.max_episode_length - 3
+    must_end = 2
+    if "Quadruped" in task_name:  # the cart-poles have time-outs only
+        env.sim.qpos[2, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # upside down: terminates at once
+        must_end = 3
+    generator = torch.Generator().manual_seed(0)
+    recorder = HostSyncRecorder()
+    ended = torch.zeros(env.num_envs, dtype=torch.bool)
+    with recorder:
+        for _ in range(6):
+            actions = torch.randn(env.num_envs, env.num_actions, generator=generator)
+            _, _, terminated, truncated, _ = env.step(actions)
+            ended |= terminated | truncated
+    assert ended[:must_end].all(), "the recorded steps must include resets"
+    assert not recorder.found, "\n".join(sorted(set(recorder.found)))
+    assert math.isfinite(float(env.obs["actor"].sum()))
