@@ -137,6 +137,8 @@ class VecEnv:
         self.inject_nan_actions = False
         self._memo: dict[Callable, torch.Tensor] | None = None
         self._actor_noise_std: torch.Tensor | None = None
+        weights = [term.weight for term in task.rewards.values()]
+        self._reward_weights = torch.tensor(weights, device=device).unsqueeze(1)
 
         everything = torch.ones(n, dtype=torch.bool, device=device)
         for ev in task.events.values():
@@ -218,10 +220,7 @@ class VecEnv:
 
     @staticmethod
     def _finite_rows(*tensors: torch.Tensor) -> torch.Tensor:
-        finite = torch.isfinite(tensors[0]).all(dim=1)
-        for t in tensors[1:]:
-            finite &= torch.isfinite(t).all(dim=1)
-        return finite
+        return torch.isfinite(torch.cat(tensors, dim=1)).all(dim=1)
 
     def compute_obs(self) -> Obs:
         obs = {group: torch.cat([self.cached(t.func) for t in terms.values()], dim=-1)
@@ -243,12 +242,11 @@ class VecEnv:
 
     def _compute_reward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(reward, weighted term values of shape (terms, num_envs))."""
-        values = [term.weight * term.func(self) for term in self.task.rewards.values()]
-        reward = torch.zeros(self.num_envs, device=self.device)
-        for value in values:  # in order, as before: the same floating-point sum
-            reward += value
-        stacked = torch.stack(values) if values else reward.new_zeros(0, self.num_envs)
-        return reward, stacked
+        if not self.task.rewards:
+            return torch.zeros(self.num_envs, device=self.device), torch.zeros(0, self.num_envs, device=self.device)
+        raw = torch.stack([self.cached(term.func) for term in self.task.rewards.values()])
+        weighted = raw * self._reward_weights
+        return weighted.sum(dim=0), weighted
 
     def _compute_dones(self) -> tuple[torch.Tensor, torch.Tensor]:
         terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)

@@ -1,0 +1,52 @@
+"""The watchdog's load on the rendezvous store does not grow with the number of ranks."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+import torch.distributed as dist
+from conftest import free_port
+
+from mjrl.distributed.watchdog import Watchdog
+
+
+class CountingStore:
+    """A real store, with every call counted."""
+
+    def __init__(self, store: dist.Store):
+        self.store, self.calls = store, 0
+
+    def __getattr__(self, name: str):
+        method = getattr(self.store, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return method(*args, **kwargs)
+
+        return counted
+
+
+@pytest.mark.parametrize("world_size", [2, 32])
+def test_store_calls_per_heartbeat_do_not_grow_with_the_rank_count(world_size):
+    port = free_port()
+    server = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=10))  # fmt: skip
+    peers = dist.PrefixStore("job/watchdog", server)
+    for rank in range(1, world_size):  # live peers: their heartbeats change at every tick below
+        peers.set(f"tick/{rank}", "0")
+    watchdog = Watchdog("127.0.0.1", port, "job", 0, world_size, hang_timeout_s=60, interval_s=0.02)
+    counting = watchdog.store = CountingStore(watchdog.store)
+    watchdog.start()
+    try:
+        ticks = 0
+        deadline = time.monotonic() + 60
+        while ticks < 30 and time.monotonic() < deadline:
+            ticks = int(peers.get("tick/0"))
+            for rank in range(1, world_size):
+                peers.set(f"tick/{rank}", str(ticks))
+    finally:
+        watchdog.stop()
+    calls_per_tick = (counting.calls - 1) / int(peers.get("tick/0"))  # - 1: start() publishes the pid
+    assert calls_per_tick <= 3.2, calls_per_tick  # set own, check abort, one multi_get (+1 check, once)
