@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -150,7 +151,6 @@ def test_watchdog_never_sees_a_finished_long_collective_as_no_progress():
     watchdog's check before every line of `exit_collective`: each point where a thread switch
     could happen, deterministically."""
     import sys
-    import time
 
     from mjrl.distributed.watchdog import Watchdog
 
@@ -177,3 +177,49 @@ def test_watchdog_never_sees_a_finished_long_collective_as_no_progress():
         sys.settrace(None)
         del store
     assert not failures, failures
+
+
+# ------------------------------------------------- collective_s covers the wait for a slow peer
+
+SLOW_PEER_S = 0.4
+
+
+def _every_collective(ctx: DistContext) -> dict:
+    """Each of DistContext's collectives once (rank 1 arrives late): what each one took on rank 0."""
+    calls = {
+        "all_reduce_sum": lambda: ctx.all_reduce_sum(torch.ones(3)),
+        "all_reduce_mean": lambda: ctx.all_reduce_mean(torch.ones(3)),
+        "all_reduce_max": lambda: ctx.all_reduce_max(torch.ones(3)),
+        "all_gather": lambda: ctx.all_gather(torch.ones(3)),
+        "broadcast": lambda: ctx.broadcast(torch.ones(3)),
+        "broadcast_tensors": lambda: ctx.broadcast_tensors([torch.ones(3), torch.ones(2, dtype=torch.float64)]),
+        "broadcast_text": lambda: ctx.broadcast_text("x" if ctx.rank == 0 else None),
+        "barrier": ctx.barrier,
+    }
+    seconds = {}
+    for name, call in calls.items():
+        if ctx.rank == 1:
+            time.sleep(SLOW_PEER_S)  # a slow peer: rank 0 waits for it inside the collective
+        before = ctx.comm.seconds
+        call()
+        seconds[name] = ctx.comm.seconds - before
+    return seconds
+
+
+def _slow_peer_worker(rank: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+    try:
+        ctx = DistContext(device=torch.device("cpu"), rank=rank, world_size=2, local_world_size=2)
+        torch.save(_every_collective(ctx), Path(out) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collective_time_covers_the_wait_for_a_slow_peer(tmp_path):
+    """`collective_s` (and the watchdog's in-collective state, which shares its bracket) must
+    include the time a rank waits for a slower peer, in every collective DistContext makes."""
+    mp.spawn(_slow_peer_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+    waited = torch.load(tmp_path / "0.pt", weights_only=True)
+    short = {name: s for name, s in waited.items() if s < 0.75 * SLOW_PEER_S}
+    assert not short, f"collective time on rank 0 misses the wait for rank 1: {short}"

@@ -13,7 +13,7 @@ import dataclasses
 import datetime
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -141,26 +141,38 @@ class DistContext:
     def is_distributed(self) -> bool:
         return self.world_size > 1
 
+    def _collective(self, tensor: torch.Tensor, launch: Callable[[], dist.Work]) -> None:
+        """Run one collective (`launch` starts it with `async_op=True`) and wait for it to
+        complete inside the timed bracket. NCCL returns as soon as the collective is queued
+        and `work.wait()` only orders the stream after it: without the stream sync, the wait
+        for a slow peer would land in the next `.item()`, outside `collective_s`, and the
+        watchdog would blame this rank for making no progress instead of the collective."""
+        stream = torch.cuda.current_stream(tensor.device) if tensor.is_cuda else None
+        if stream is not None:
+            stream.synchronize()  # the work already queued (a backward pass) is not collective time
+        with self._timed():
+            work = launch()
+            work.wait()
+            if stream is not None:
+                stream.synchronize()
+
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
         return tensor
 
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         """Average `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
             tensor /= self.world_size
         return tensor
 
     def all_reduce_max(self, tensor: torch.Tensor) -> torch.Tensor:
         """Maximum of `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX, async_op=True))
         return tensor
 
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -168,15 +180,13 @@ class DistContext:
         if not self.is_distributed:
             return tensor.unsqueeze(0)
         out = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        with self._timed():
-            dist.all_gather(out, tensor)
+        self._collective(tensor, lambda: dist.all_gather(out, tensor, async_op=True))
         return torch.stack(out)
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         """Copy rank `src`'s `tensor` to every rank, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.broadcast(tensor, src=src)
+            self._collective(tensor, lambda: dist.broadcast(tensor, src=src, async_op=True))
         return tensor
 
     def broadcast_tensors(self, tensors: Iterable[torch.Tensor], src: int = 0) -> None:
@@ -188,7 +198,7 @@ class DistContext:
             by_dtype.setdefault(t.dtype, []).append(t)
         for group in by_dtype.values():
             flat = torch.cat([t.detach().reshape(-1) for t in group])
-            dist.broadcast(flat, src=src)
+            self.broadcast(flat, src=src)
             offset = 0
             for t in group:
                 t.data.copy_(flat[offset : offset + t.numel()].view_as(t))
@@ -200,11 +210,11 @@ class DistContext:
             return text or ""
         data = (text or "").encode()
         size = torch.tensor([len(data)], dtype=torch.long, device=self._comm_device)
-        dist.broadcast(size, src=src)
+        self.broadcast(size, src=src)
         buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=self._comm_device)
         if self.rank == src and data:  # frombuffer refuses an empty buffer
             buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
-        dist.broadcast(buf, src=src)
+        self.broadcast(buf, src=src)
         return bytes(buf.cpu().tolist()).decode()
 
     @property
@@ -214,7 +224,8 @@ class DistContext:
     def barrier(self) -> None:
         if self.is_distributed:
             with self._timed():
-                dist.barrier()
+                # Unlike NCCL's other collectives, its barrier's wait() blocks the host.
+                dist.barrier(async_op=True).wait()
 
 
 def check_cuda_capacity(processes_per_node: int) -> None:
