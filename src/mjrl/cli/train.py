@@ -160,13 +160,10 @@ def _launch(task_name: str, cfg: Any) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousError
 
-    from mjrl.distributed.context import check_cuda_capacity, one_gpu_per_node
+    from mjrl.distributed.context import check_node_devices
     from mjrl.distributed.launch import LaunchOptions, launch
 
-    if cfg.device.startswith("cuda:") and cfg.nproc_per_node > 1:
-        raise UsageError(one_gpu_per_node(cfg.device))
-    if cfg.device.startswith("cuda"):
-        check_cuda_capacity(cfg.nproc_per_node)
+    check_node_devices(cfg.device, cfg.nproc_per_node)
     # torch's agent logs a traceback of its own for every worker that exits non-zero and a
     # warning for each one it stops; the workers and `_report_failure` say what failed, and bad
     # input must stay one line.

@@ -26,7 +26,8 @@ class TrainConfig(Generic[EnvT]):
     """PPO, policy and training-loop settings."""
     device: str = "auto"
     """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda (cuda:<LOCAL_RANK>), or
-    cuda:N (one rank per node only)."""
+    cuda:N (one rank per node, or ranks given GPUs of their own). A rank that sees fewer GPUs than
+    the node has ranks, with CUDA_VISIBLE_DEVICES set (SLURM --gpus-per-task), takes the one it sees."""
     seed: int = 42
     """Random seed; rank r uses seed + r."""
     log_root: str = "logs"
