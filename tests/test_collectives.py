@@ -223,3 +223,44 @@ def test_collective_time_covers_the_wait_for_a_slow_peer(tmp_path):
     waited = torch.load(tmp_path / "0.pt", weights_only=True)
     short = {name: s for name, s in waited.items() if s < 0.75 * SLOW_PEER_S}
     assert not short, f"collective time on rank 0 misses the wait for rank 1: {short}"
+
+
+# ------------------------------------------- start-up: a rank compiling on a cold kernel cache
+
+COLLECTIVE_TIMEOUT_S = 3.0
+COMPILING_S = 5.0  # longer than the collective timeout
+
+
+def _late_rank_worker(rank: int, port: int, out: str) -> None:
+    from mjrl.distributed.context import init_distributed
+
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    ctx = init_distributed("cpu", timeout_s=COLLECTIVE_TIMEOUT_S, hang_timeout_s=60.0)
+    try:
+        if rank == 1:
+            time.sleep(COMPILING_S)  # building its env on a cold Warp kernel cache
+        ctx.wait_for_all("env built", timeout_s=60.0)
+        total = ctx.all_reduce_sum(torch.tensor([1.0 + rank])).item()  # the first collective
+        error = ""
+        if rank == 0:  # rank 1 never comes: a bounded wait with a clear error
+            try:
+                ctx.wait_for_all("never", timeout_s=0.5)
+            except TimeoutError as exc:
+                error = str(exc)
+        torch.save({"total": total, "error": error}, Path(out) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_meet_after_building_envs_so_a_slow_compile_does_not_time_out_the_first_collective(tmp_path):
+    mp.spawn(_late_rank_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in (0, 1))
+    assert r0["total"] == r1["total"] == 3.0
+    assert r0["error"] == "only 1 of 2 ranks reached 'never' within 0.5 s"

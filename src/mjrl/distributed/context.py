@@ -159,6 +159,8 @@ class DistContext:
     comm: CommStats = dataclasses.field(default_factory=CommStats, compare=False)
     watchdog: Watchdog | None = dataclasses.field(default=None, compare=False)
     """Heartbeat and abort flag shared by the ranks (multi-rank jobs only)."""
+    store: dist.Store | None = dataclasses.field(default=None, compare=False)
+    """The rendezvous store of this job and restart round (multi-rank jobs only)."""
 
     def progress(self) -> None:
         """Tell the watchdog that this rank's main thread is making progress."""
@@ -267,6 +269,24 @@ class DistContext:
     def _comm_device(self) -> torch.device:
         return self.device if dist.is_initialized() and dist.get_backend() == "nccl" else torch.device("cpu")
 
+    def wait_for_all(self, name: str, timeout_s: float) -> None:
+        """Meet every rank at a barrier kept in the rendezvous store, which waits up to
+        `timeout_s` of its own, not the collective timeout. Ranks meet here after building
+        their envs: one compiling Warp kernels on a cold cache must not make the others' first
+        collective time out."""
+        if not self.is_distributed or self.store is None:
+            return
+        key = f"meet/{name}"
+        if self.store.add(key, 1) == self.world_size:
+            self.store.set(f"{key}/all", "1")
+        try:
+            self.store.wait([f"{key}/all"], datetime.timedelta(seconds=timeout_s))
+        except (dist.DistStoreError, RuntimeError) as exc:  # the store's timeout
+            arrived = self.store.add(key, 0)
+            raise TimeoutError(
+                f"only {arrived} of {self.world_size} ranks reached '{name}' within {timeout_s:g} s"
+            ) from exc
+
     def barrier(self) -> None:
         if self.is_distributed:
             with self._timed():
@@ -319,6 +339,7 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         job_id=env.job_id,
         restart_count=env.restart_count,
         watchdog=watchdog,
+        store=store,
     )
 
 

@@ -461,6 +461,7 @@ def train(
 
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed + ctx.rank)
+    ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
     policy = build_policy(env, cfg, ctx.device)
     ppo = PPO(policy, cfg.agent, ctx)
     ppo.generator.manual_seed(cfg.seed + ctx.rank)
