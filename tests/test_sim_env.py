@@ -148,3 +148,26 @@ def test_more_finished_episodes_than_the_window_in_one_step_keep_the_last_ones(w
     ret_sum, len_sum, count = env.episode_stats().tolist()
     assert count == window and len_sum == window * 5
     assert ret_sum == pytest.approx(returns[n - window :].double().sum().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("requested", "is_cuda", "mempool", "conditional", "capture", "warned_about"),
+    [
+        (True, False, False, False, True, None),  # CPU: Warp's API capture needs neither
+        (False, False, True, True, False, None),
+        (True, True, True, True, True, None),
+        (False, True, True, True, False, None),  # asked for launches: no warning
+        (True, True, False, True, False, "memory pools"),
+        (True, True, True, False, False, "12.4"),
+        (True, True, False, False, False, "memory pools are off on this device; conditional"),
+    ],
+)
+def test_graph_capture_only_where_the_gpu_supports_it(requested, is_cuda, mempool, conditional, capture, warned_about):
+    from mjrl.sim.simulation import choose_graph
+
+    choice = choose_graph(requested, is_cuda, mempool, conditional)
+    assert choice.capture is capture
+    if warned_about is None:
+        assert choice.warning is None
+    else:
+        assert warned_about in choice.warning and "\n" not in choice.warning
