@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -150,7 +151,6 @@ def test_watchdog_never_sees_a_finished_long_collective_as_no_progress():
     watchdog's check before every line of `exit_collective`: each point where a thread switch
     could happen, deterministically."""
     import sys
-    import time
 
     from mjrl.distributed.watchdog import Watchdog
 
@@ -177,3 +177,90 @@ def test_watchdog_never_sees_a_finished_long_collective_as_no_progress():
         sys.settrace(None)
         del store
     assert not failures, failures
+
+
+# ------------------------------------------------- collective_s covers the wait for a slow peer
+
+SLOW_PEER_S = 0.4
+
+
+def _every_collective(ctx: DistContext) -> dict:
+    """Each of DistContext's collectives once (rank 1 arrives late): what each one took on rank 0."""
+    calls = {
+        "all_reduce_sum": lambda: ctx.all_reduce_sum(torch.ones(3)),
+        "all_reduce_mean": lambda: ctx.all_reduce_mean(torch.ones(3)),
+        "all_reduce_max": lambda: ctx.all_reduce_max(torch.ones(3)),
+        "all_gather": lambda: ctx.all_gather(torch.ones(3)),
+        "broadcast": lambda: ctx.broadcast(torch.ones(3)),
+        "broadcast_tensors": lambda: ctx.broadcast_tensors([torch.ones(3), torch.ones(2, dtype=torch.float64)]),
+        "broadcast_text": lambda: ctx.broadcast_text("x" if ctx.rank == 0 else None),
+        "barrier": ctx.barrier,
+    }
+    seconds = {}
+    for name, call in calls.items():
+        if ctx.rank == 1:
+            time.sleep(SLOW_PEER_S)  # a slow peer: rank 0 waits for it inside the collective
+        before = ctx.comm.seconds
+        call()
+        seconds[name] = ctx.comm.seconds - before
+    return seconds
+
+
+def _slow_peer_worker(rank: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+    try:
+        ctx = DistContext(device=torch.device("cpu"), rank=rank, world_size=2, local_world_size=2)
+        torch.save(_every_collective(ctx), Path(out) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collective_time_covers_the_wait_for_a_slow_peer(tmp_path):
+    """`collective_s` (and the watchdog's in-collective state, which shares its bracket) must
+    include the time a rank waits for a slower peer, in every collective DistContext makes."""
+    mp.spawn(_slow_peer_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+    waited = torch.load(tmp_path / "0.pt", weights_only=True)
+    short = {name: s for name, s in waited.items() if s < 0.75 * SLOW_PEER_S}
+    assert not short, f"collective time on rank 0 misses the wait for rank 1: {short}"
+
+
+# ------------------------------------------- start-up: a rank compiling on a cold kernel cache
+
+COLLECTIVE_TIMEOUT_S = 3.0
+COMPILING_S = 5.0  # longer than the collective timeout
+
+
+def _late_rank_worker(rank: int, port: int, out: str) -> None:
+    from mjrl.distributed.context import init_distributed
+
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    ctx = init_distributed("cpu", timeout_s=COLLECTIVE_TIMEOUT_S, hang_timeout_s=60.0)
+    try:
+        if rank == 1:
+            time.sleep(COMPILING_S)  # building its env on a cold Warp kernel cache
+        ctx.wait_for_all("env built", timeout_s=60.0)
+        total = ctx.all_reduce_sum(torch.tensor([1.0 + rank])).item()  # the first collective
+        error = ""
+        if rank == 0:  # rank 1 never comes: a bounded wait with a clear error
+            try:
+                ctx.wait_for_all("never", timeout_s=0.5)
+            except TimeoutError as exc:
+                error = str(exc)
+        torch.save({"total": total, "error": error}, Path(out) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_meet_after_building_envs_so_a_slow_compile_does_not_time_out_the_first_collective(tmp_path):
+    mp.spawn(_late_rank_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in (0, 1))
+    assert r0["total"] == r1["total"] == 3.0
+    assert r0["error"] == "only 1 of 2 ranks reached 'never' within 0.5 s"

@@ -3,6 +3,7 @@ machine, bit-identical replicas in both sync modes, and the replica check (CPU, 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -201,3 +202,99 @@ def test_one_named_gpu_is_refused_for_several_ranks_per_node(log_root):
     )
     assert result.returncode == 2 and "--device cuda:0 names one GPU" in result.stderr, result.stderr[-2000:]
     assert not log_root.exists()
+
+
+# ------------------------------------------ device choice: shared GPUs and per-rank isolation
+
+
+@pytest.mark.parametrize(
+    ("spec", "local_rank", "local_world_size", "count", "own", "expected"),
+    [
+        ("cuda", 3, 8, 8, False, 3),  # torchrun on an 8-GPU node: one GPU each
+        ("auto", 3, 8, 8, False, 3),
+        ("cuda", 3, 8, 1, True, 0),  # SLURM --gpus-per-task=1: the one GPU it sees
+        ("cuda", 3, 8, 2, True, 1),  # --gpus-per-task=2: local_rank % 2, its own either way
+        ("cuda:0", 3, 8, 1, True, 0),  # cuda:N with GPUs of their own: each rank's own GPU 0
+        ("cuda:1", 0, 1, 2, False, 1),  # one rank: the GPU it names
+        ("cuda", 0, 1, 1, False, 0),
+    ],
+)
+def test_each_rank_gets_a_cuda_device_of_its_own(spec, local_rank, local_world_size, count, own, expected):
+    from mjrl.distributed.context import _named_cuda_index, pick_cuda_device
+
+    assert pick_cuda_device(spec, _named_cuda_index(spec), local_rank, local_world_size, count, own) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "local_rank", "local_world_size", "count", "own", "message"),
+    [
+        ("cuda:1", 1, 2, 4, False, "--device cuda:1 names one GPU"),  # every rank on GPU 1
+        ("cuda", 1, 8, 4, False, "8 processes per node but this node has 4 CUDA device"),
+        ("cuda", 1, 2, 1, False, "2 processes per node but this node has 1 CUDA device"),
+        ("cuda:2", 0, 1, 2, False, "--device cuda:2: this process sees 2 CUDA device"),
+        ("cuda:1", 3, 8, 1, True, "--device cuda:1: this process sees 1 CUDA device"),
+        ("cuda", 0, 1, 0, False, "no CUDA device is available here"),
+    ],
+)
+def test_devices_that_ranks_would_share_or_that_do_not_exist_are_refused(
+    spec, local_rank, local_world_size, count, own, message
+):
+    from mjrl.distributed.context import _named_cuda_index, pick_cuda_device
+    from mjrl.errors import UsageError
+
+    with pytest.raises(UsageError, match=re.escape(message)):
+        pick_cuda_device(spec, _named_cuda_index(spec), local_rank, local_world_size, count, own)
+
+
+@pytest.mark.parametrize(
+    ("local_world_size", "count", "visible", "own"),
+    [
+        (8, 1, "3", True),  # SLURM sets the task's GPU; the process sees 1 of the node's 8
+        (8, 2, "4,5", True),
+        (8, 1, None, False),  # no CUDA_VISIBLE_DEVICES: 8 ranks on a 1-GPU node would share it
+        (8, 1, "", False),  # an empty list hides every GPU
+        (8, 8, "0,1,2,3,4,5,6,7", False),  # the node's GPUs, shared by its ranks
+        (1, 1, "0", False),
+    ],
+)
+def test_per_rank_gpu_isolation_is_recognised(local_world_size, count, visible, own):
+    from mjrl.distributed.context import ranks_have_own_devices
+
+    assert ranks_have_own_devices(local_world_size, count, visible) is own
+
+
+def _fake_cuda(monkeypatch, count: int, visible: str | None) -> None:
+    """This machine has no GPU: fake the device count torch reports, and the launcher's
+    CUDA_VISIBLE_DEVICES."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+
+
+def test_resolve_device_uses_the_gpu_a_rank_was_given(monkeypatch):
+    """Under SLURM --gpus-per-task=1 each of a node's 8 ranks sees one GPU: it must use it,
+    not cuda:<LOCAL_RANK> (which does not exist there), and `--device cuda:0` means that GPU."""
+    from mjrl.distributed.context import check_node_devices, resolve_device
+    from mjrl.errors import UsageError
+
+    _fake_cuda(monkeypatch, count=1, visible="5")
+    for spec in ("auto", "cuda", "cuda:0"):
+        assert resolve_device(spec, local_rank=5, local_world_size=8) == torch.device("cuda", 0), spec
+    _fake_cuda(monkeypatch, count=8, visible=None)  # torchrun on an 8-GPU node
+    assert resolve_device("auto", local_rank=5, local_world_size=8) == torch.device("cuda", 5)
+    with pytest.raises(UsageError, match="--device cuda:0 names one GPU"):
+        resolve_device("cuda:0", local_rank=5, local_world_size=8)
+    _fake_cuda(monkeypatch, count=1, visible=None)  # 2 ranks on a one-GPU node
+    with pytest.raises(UsageError, match="2 processes per node but this node has 1 CUDA device"):
+        resolve_device("cuda", local_rank=1, local_world_size=2)
+    # mjrl's own launcher gives its workers the devices it sees: they share them, whatever
+    # CUDA_VISIBLE_DEVICES says.
+    _fake_cuda(monkeypatch, count=1, visible="0")
+    with pytest.raises(UsageError, match="2 processes per node but this node has 1 CUDA device"):
+        check_node_devices("auto", 2)
+    check_node_devices("cuda:0", 1)
+    _fake_cuda(monkeypatch, count=0, visible=None)
+    assert resolve_device("auto", local_rank=1, local_world_size=2) == torch.device("cpu")

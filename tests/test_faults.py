@@ -389,3 +389,40 @@ def test_two_ranks_reject_a_checkpoint_of_another_shape_with_exit_code_2(log_roo
         "train", TASK, *BASE, "--log-root", str(log_root), "--nproc-per-node", "2", "--resume-dir", str(log_root / "no")
     )
     assert "no such run directory" in _one_error_line(missing)
+
+
+def _failing_rank(rank: int, port: int, log_root: str, out: str) -> None:
+    """One rank of a 2-rank job run in-process, as the launcher's worker runs it."""
+    from mjrl.cli.train import _distributed_worker, parse_train_args
+
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1"
+    )
+    os.environ["MASTER_PORT"] = str(port)
+    task, cfg = parse_train_args([TASK, *BASE, "--log-root", log_root, "--distributed", "True", "--fault", "raise@1:0"])
+    try:
+        _distributed_worker(task, cfg)
+    except RuntimeError as exc:
+        import torch.distributed as dist
+
+        Path(out).write_text(json.dumps({"error": str(exc), "group_left": not dist.is_initialized()}))
+
+
+def test_a_failing_rank_leaves_the_process_group(tmp_path):
+    """The failure path, like the preemption and bad-input paths, destroys the process group
+    before the exception leaves the worker (torch's threads must not outlive it; NCCL warns and
+    may hang at exit otherwise). Rank 0, whose collective rank 1's leaving broke, ends as its
+    watchdog would (75, rank 1's reason), not with an error of its own that would hide the cause."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    port, out = free_port(), tmp_path / "rank1.json"
+    ranks = [spawn.Process(target=_failing_rank, args=(r, port, str(tmp_path / "logs"), str(out))) for r in (0, 1)]
+    for p in ranks:
+        p.start()
+    for p in ranks:
+        p.join(timeout=240)
+    assert [p.exitcode for p in ranks] == [75, 0], "rank 0: watchdog exit; rank 1: returned after its failure"
+    result = json.loads(out.read_text())
+    assert result["error"] == "injected fault on rank 1 at iteration 0"
+    assert result["group_left"]

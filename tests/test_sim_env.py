@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import VecEnv
 from mjrl.sim import Simulation
@@ -108,3 +110,64 @@ def test_observation_noise_only_on_actor_group():
     assert not torch.equal(obs["actor"], obs["critic"])
     clean = make_env(obs_noise=False).compute_obs()
     assert torch.equal(clean["actor"], clean["critic"])
+
+
+class ReversedWrites(TorchDispatchMode):
+    """Applies the element writes of every scatter and `index_put_` in reverse order. Where
+    indices repeat, another element then wins, as it may on a GPU, where the order in which
+    repeated indices are written is unspecified."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.ops.aten.scatter_.src, torch.ops.aten.scatter.src):
+            target, dim, index, src = args
+            args = (target, dim, index.flip(dim), src.flip(dim))
+        elif func in (torch.ops.aten.index_put_.default, torch.ops.aten.index_put.default):
+            target, indices, values, *rest = args
+            values = values.flip(0) if values.dim() else values
+            args = (target, [i.flip(0) if i is not None else None for i in indices], values, *rest)
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("write_order", ["forward", "reversed"])
+def test_more_finished_episodes_than_the_window_in_one_step_keep_the_last_ones(write_order: str):
+    """250 envs time out in the same step, more than the 100 episodes the statistics keep. The
+    window must hold the last 100 of them (in env order), whatever the order in which the
+    device applies colliding writes."""
+    n, window = 250, VecEnv.EPISODE_WINDOW
+    env = make_env(num_envs=n, episode_length_s=0.25, random_initial_episode_length=False)
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(4):
+        env.step(torch.rand(n, 1, generator=generator) * 2 - 1)
+    before = env.episode_return.clone()
+    with ReversedWrites() if write_order == "reversed" else contextlib.nullcontext():
+        _, reward, terminated, truncated, _ = env.step(torch.rand(n, 1, generator=generator) * 2 - 1)
+    assert (truncated & ~terminated).all()
+    returns = before + reward
+    assert returns.unique().numel() > window  # the episodes differ: which ones are kept matters
+    ret_sum, len_sum, count = env.episode_stats().tolist()
+    assert count == window and len_sum == window * 5
+    assert ret_sum == pytest.approx(returns[n - window :].double().sum().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("requested", "is_cuda", "mempool", "conditional", "capture", "warned_about"),
+    [
+        (True, False, False, False, True, None),  # CPU: Warp's API capture needs neither
+        (False, False, True, True, False, None),
+        (True, True, True, True, True, None),
+        (False, True, True, True, False, None),  # asked for launches: no warning
+        (True, True, False, True, False, "memory pools"),
+        (True, True, True, False, False, "12.4"),
+        (True, True, False, False, False, "memory pools are off on this device; conditional"),
+    ],
+)
+def test_graph_capture_only_where_the_gpu_supports_it(requested, is_cuda, mempool, conditional, capture, warned_about):
+    from mjrl.sim.simulation import choose_graph
+
+    choice = choose_graph(requested, is_cuda, mempool, conditional)
+    assert choice.capture is capture
+    if warned_about is None:
+        assert choice.warning is None
+    else:
+        assert warned_about in choice.warning and "\n" not in choice.warning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -125,13 +126,30 @@ def _distributed_worker(task: Any, cfg: Any, given: Any = None) -> dict:
         shutdown_distributed()
         raise
     except BaseException as exc:
-        # Tell the other ranks (on every node) at once, instead of leaving them blocked in a
-        # collective with this one until it times out.
-        ctx.watchdog.abort(f"rank {ctx.rank} failed: {type(exc).__name__}: {exc}")
+        _leave_after_failure(ctx, exc)
         raise
     ctx.watchdog.finish()
     shutdown_distributed()
     return summary
+
+
+def _leave_after_failure(ctx: Any, exc: BaseException) -> None:
+    """Tell the other ranks (on every node) at once, instead of leaving them blocked in a
+    collective with this one until it times out, then leave the process group, as the other
+    exits do. A rank whose error only followed another rank's failure (a collective broken by
+    that rank leaving) ends as its watchdog would have, with that rank's reason."""
+    from mjrl.distributed.context import shutdown_distributed
+
+    # This rank's watchdog first: seeing the abort posted below, it would end this process in
+    # the middle of leaving the group.
+    ctx.watchdog.stop()
+    posted = ctx.watchdog.posted_abort()
+    if posted is None:
+        ctx.watchdog.abort(f"rank {ctx.rank} failed: {type(exc).__name__}: {exc}")
+    with contextlib.suppress(Exception):  # a failure to leave must not hide the error
+        shutdown_distributed()
+    if posted is not None:
+        ctx.watchdog.exit_for_abort(posted)
 
 
 def launched_worker(task_name: str, cfg: Any, given: Any = None) -> dict:
@@ -160,13 +178,10 @@ def _launch(task_name: str, cfg: Any) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousError
 
-    from mjrl.distributed.context import check_cuda_capacity, one_gpu_per_node
+    from mjrl.distributed.context import check_node_devices
     from mjrl.distributed.launch import LaunchOptions, launch
 
-    if cfg.device.startswith("cuda:") and cfg.nproc_per_node > 1:
-        raise UsageError(one_gpu_per_node(cfg.device))
-    if cfg.device.startswith("cuda"):
-        check_cuda_capacity(cfg.nproc_per_node)
+    check_node_devices(cfg.device, cfg.nproc_per_node)
     # torch's agent logs a traceback of its own for every worker that exits non-zero and a
     # warning for each one it stops; the workers and `_report_failure` say what failed, and bad
     # input must stay one line.

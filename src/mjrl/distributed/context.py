@@ -13,7 +13,7 @@ import dataclasses
 import datetime
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -26,28 +26,74 @@ LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "M
 
 def resolve_device(spec: str, local_rank: int = 0, local_world_size: int = 1) -> torch.device:
     """Turn `--device auto|cpu|cuda|cuda:N` into the device of the rank with `local_rank`."""
-    if spec.startswith("cuda:") and local_world_size > 1:
-        raise UsageError(one_gpu_per_node(spec))
     if spec == "cpu":
         return torch.device("cpu")
-    if spec == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    if spec == "cuda" or spec.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {spec}: no CUDA device is available here; use --device cpu")
-        index = local_rank if spec == "cuda" else int(spec.split(":", 1)[1])
-        if index >= torch.cuda.device_count():
-            raise UsageError(f"--device {spec}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-        return torch.device(f"cuda:{index}")
-    raise UsageError(f"--device {spec!r}: expected auto, cpu, cuda or cuda:N")
+    named = _named_cuda_index(spec)
+    if spec == "auto" and not torch.cuda.is_available():
+        return torch.device("cpu")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    own = ranks_have_own_devices(local_world_size, count, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return torch.device("cuda", pick_cuda_device(spec, named, local_rank, local_world_size, count, own))
+
+
+def _named_cuda_index(spec: str) -> int | None:
+    """N of `cuda:N`; None for auto and cuda; bad input for anything else."""
+    if spec in ("auto", "cuda"):
+        return None
+    prefix, _, index = spec.partition(":")
+    if prefix != "cuda" or not index.isdigit():
+        raise UsageError(f"--device {spec!r}: expected auto, cpu, cuda or cuda:N")
+    return int(index)
+
+
+def ranks_have_own_devices(local_world_size: int, device_count: int, visible_devices: str | None) -> bool:
+    """Whether each rank of this node was given CUDA devices of its own (SLURM
+    `--gpus-per-task`, or a launcher that sets CUDA_VISIBLE_DEVICES per rank). One process
+    sees that as fewer devices than ranks on the node, with CUDA_VISIBLE_DEVICES set; without
+    it, fewer devices than ranks means the ranks would have to share them."""
+    return local_world_size > 1 and device_count < local_world_size and bool(visible_devices)
+
+
+def pick_cuda_device(
+    spec: str, named: int | None, local_rank: int, local_world_size: int, device_count: int, own_devices: bool
+) -> int:
+    """The index, among the devices this process sees, of its CUDA device. `named` is N of
+    `--device cuda:N` (None for cuda and auto). With devices of its own, a rank takes device
+    `local_rank % device_count` (the one it sees, when it sees one) and `cuda:N` means its own
+    device N. When the ranks of a node share its devices, each needs one of its own, and
+    `cuda:N` would put them all on GPU N."""
+    if named is not None and local_world_size > 1 and not own_devices:
+        raise UsageError(one_gpu_per_node(spec))
+    if named is None and not own_devices and local_world_size > max(device_count, 1):
+        raise UsageError(
+            f"{local_world_size} processes per node but this node has {device_count} CUDA device(s); "
+            "lower --nproc-per-node, give each rank a GPU of its own (CUDA_VISIBLE_DEVICES per rank, SLURM "
+            "--gpus-per-task=1) or use --device cpu"
+        )
+    if device_count == 0:
+        raise UsageError(f"--device {spec}: no CUDA device is available here; use --device cpu")
+    if named is not None and named >= device_count:
+        raise UsageError(f"--device {spec}: this process sees {device_count} CUDA device(s)")
+    return named if named is not None else local_rank % device_count
 
 
 def one_gpu_per_node(spec: str) -> str:
     """`--device cuda:N` names one GPU; several ranks of a node on it would share it unasked."""
     return (
-        f"--device {spec} names one GPU, but several ranks run on this node; use --device cuda "
-        "(or auto): each rank takes cuda:<LOCAL_RANK> (select GPUs with CUDA_VISIBLE_DEVICES)"
+        f"--device {spec} names one GPU, but several ranks run on this node and share its GPUs; use --device "
+        "cuda (or auto): each rank takes cuda:<LOCAL_RANK> (select GPUs with CUDA_VISIBLE_DEVICES), or give "
+        "each rank a GPU of its own (CUDA_VISIBLE_DEVICES per rank, SLURM --gpus-per-task=1)"
     )
+
+
+def check_node_devices(spec: str, processes_per_node: int) -> None:
+    """The built-in launcher's check, before it starts its workers: they all see this
+    process's devices (it sets no CUDA_VISIBLE_DEVICES of their own), so they share them."""
+    if spec == "cpu" or (spec == "auto" and not torch.cuda.is_available()):
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    last = processes_per_node - 1
+    pick_cuda_device(spec, _named_cuda_index(spec), last, processes_per_node, count, own_devices=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +159,8 @@ class DistContext:
     comm: CommStats = dataclasses.field(default_factory=CommStats, compare=False)
     watchdog: Watchdog | None = dataclasses.field(default=None, compare=False)
     """Heartbeat and abort flag shared by the ranks (multi-rank jobs only)."""
+    store: dist.Store | None = dataclasses.field(default=None, compare=False)
+    """The rendezvous store of this job and restart round (multi-rank jobs only)."""
 
     def progress(self) -> None:
         """Tell the watchdog that this rank's main thread is making progress."""
@@ -141,26 +189,38 @@ class DistContext:
     def is_distributed(self) -> bool:
         return self.world_size > 1
 
+    def _collective(self, tensor: torch.Tensor, launch: Callable[[], dist.Work]) -> None:
+        """Run one collective (`launch` starts it with `async_op=True`) and wait for it to
+        complete inside the timed bracket. NCCL returns as soon as the collective is queued
+        and `work.wait()` only orders the stream after it: without the stream sync, the wait
+        for a slow peer would land in the next `.item()`, outside `collective_s`, and the
+        watchdog would blame this rank for making no progress instead of the collective."""
+        stream = torch.cuda.current_stream(tensor.device) if tensor.is_cuda else None
+        if stream is not None:
+            stream.synchronize()  # the work already queued (a backward pass) is not collective time
+        with self._timed():
+            work = launch()
+            work.wait()
+            if stream is not None:
+                stream.synchronize()
+
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
         return tensor
 
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         """Average `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
             tensor /= self.world_size
         return tensor
 
     def all_reduce_max(self, tensor: torch.Tensor) -> torch.Tensor:
         """Maximum of `tensor` over all ranks, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX, async_op=True))
         return tensor
 
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -168,15 +228,13 @@ class DistContext:
         if not self.is_distributed:
             return tensor.unsqueeze(0)
         out = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        with self._timed():
-            dist.all_gather(out, tensor)
+        self._collective(tensor, lambda: dist.all_gather(out, tensor, async_op=True))
         return torch.stack(out)
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         """Copy rank `src`'s `tensor` to every rank, in place; returns it."""
         if self.is_distributed:
-            with self._timed():
-                dist.broadcast(tensor, src=src)
+            self._collective(tensor, lambda: dist.broadcast(tensor, src=src, async_op=True))
         return tensor
 
     def broadcast_tensors(self, tensors: Iterable[torch.Tensor], src: int = 0) -> None:
@@ -188,7 +246,7 @@ class DistContext:
             by_dtype.setdefault(t.dtype, []).append(t)
         for group in by_dtype.values():
             flat = torch.cat([t.detach().reshape(-1) for t in group])
-            dist.broadcast(flat, src=src)
+            self.broadcast(flat, src=src)
             offset = 0
             for t in group:
                 t.data.copy_(flat[offset : offset + t.numel()].view_as(t))
@@ -200,30 +258,40 @@ class DistContext:
             return text or ""
         data = (text or "").encode()
         size = torch.tensor([len(data)], dtype=torch.long, device=self._comm_device)
-        dist.broadcast(size, src=src)
+        self.broadcast(size, src=src)
         buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=self._comm_device)
         if self.rank == src and data:  # frombuffer refuses an empty buffer
             buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
-        dist.broadcast(buf, src=src)
+        self.broadcast(buf, src=src)
         return bytes(buf.cpu().tolist()).decode()
 
     @property
     def _comm_device(self) -> torch.device:
         return self.device if dist.is_initialized() and dist.get_backend() == "nccl" else torch.device("cpu")
 
+    def wait_for_all(self, name: str, timeout_s: float) -> None:
+        """Meet every rank at a barrier kept in the rendezvous store, which waits up to
+        `timeout_s` of its own, not the collective timeout. Ranks meet here after building
+        their envs: one compiling Warp kernels on a cold cache must not make the others' first
+        collective time out."""
+        if not self.is_distributed or self.store is None:
+            return
+        key = f"meet/{name}"
+        if self.store.add(key, 1) == self.world_size:
+            self.store.set(f"{key}/all", "1")
+        try:
+            self.store.wait([f"{key}/all"], datetime.timedelta(seconds=timeout_s))
+        except (dist.DistStoreError, RuntimeError) as exc:  # the store's timeout
+            arrived = self.store.add(key, 0)
+            raise TimeoutError(
+                f"only {arrived} of {self.world_size} ranks reached '{name}' within {timeout_s:g} s"
+            ) from exc
+
     def barrier(self) -> None:
         if self.is_distributed:
             with self._timed():
-                dist.barrier()
-
-
-def check_cuda_capacity(processes_per_node: int) -> None:
-    """Each rank of a node needs a CUDA device of its own."""
-    if processes_per_node > torch.cuda.device_count():
-        raise UsageError(
-            f"{processes_per_node} processes per node but this node has {torch.cuda.device_count()} CUDA device(s); "
-            "lower --nproc-per-node or use --device cpu"
-        )
+                # Unlike NCCL's other collectives, its barrier's wait() blocks the host.
+                dist.barrier(async_op=True).wait()
 
 
 def single_process(device: str = "auto") -> DistContext:
@@ -243,7 +311,6 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         )
     device = resolve_device(device_spec, env.local_rank, env.local_world_size)
     if device.type == "cuda":
-        check_cuda_capacity(env.local_world_size)
         torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=timeout_s)
     # Keys live under a prefix of their own per restart round: restarted workers that share the
@@ -272,6 +339,7 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         job_id=env.job_id,
         restart_count=env.restart_count,
         watchdog=watchdog,
+        store=store,
     )
 
 

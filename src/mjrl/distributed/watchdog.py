@@ -113,6 +113,17 @@ class Watchdog:
         except Exception:  # the store may be gone too; the launcher still sees this rank die
             pass
 
+    def posted_abort(self) -> str | None:
+        """The reason a rank posted with the abort flag, or None while none has."""
+        try:
+            return self.store.get("abort").decode() if self.store.check(["abort"]) else None
+        except Exception:  # the store may be gone: nobody can have told us anything
+            return None
+
+    def exit_for_abort(self, reason: str) -> None:
+        """End this process as the watchdog thread does when it sees an abort posted."""
+        self._exit(reason)
+
     # The thread --------------------------------------------------------------------------
 
     def _run(self) -> None:

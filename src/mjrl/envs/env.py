@@ -305,13 +305,18 @@ class VecEnv:
 
     def _record_finished_episodes(self, done: torch.Tensor) -> None:
         # Ring buffer of the last EPISODE_WINDOW finished episodes, written without a host
-        # sync: finished envs get consecutive slots, the others all write to a spare slot.
+        # sync: finished envs get consecutive slots, the others all write to a spare slot that
+        # is never read. When more than a window of envs finish in one step, only the last
+        # `window` of them are written: the earlier ones would share their slots, and a GPU
+        # keeps an arbitrary one of the values written to the same slot.
         window = self.EPISODE_WINDOW
-        slots = (self._finished_total + torch.cumsum(done.long(), 0) - 1) % window
-        slots = torch.where(done, slots, torch.full_like(slots, window))
+        order = torch.cumsum(done.long(), 0)  # 1, 2, ... over this step's finished envs
+        finished = order[-1]
+        keep = done & (order > finished - window)
+        slots = torch.where(keep, (self._finished_total + order - 1) % window, window)
         self._finished_returns.scatter_(0, slots, self.episode_return)
         self._finished_lengths.scatter_(0, slots, self.episode_length.float())
-        self._finished_total += done.sum()
+        self._finished_total += finished
 
     def episode_stats(self) -> torch.Tensor:
         """[sum of returns, sum of lengths, count] over the last finished whole episodes (window)."""

@@ -26,7 +26,8 @@ class TrainConfig(Generic[EnvT]):
     """PPO, policy and training-loop settings."""
     device: str = "auto"
     """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda (cuda:<LOCAL_RANK>), or
-    cuda:N (one rank per node only)."""
+    cuda:N (one rank per node, or ranks given GPUs of their own). A rank that sees fewer GPUs than
+    the node has ranks, with CUDA_VISIBLE_DEVICES set (SLURM --gpus-per-task), takes the one it sees."""
     seed: int = 42
     """Random seed; rank r uses seed + r."""
     log_root: str = "logs"
@@ -68,6 +69,10 @@ class TrainConfig(Generic[EnvT]):
     hang_timeout_s: float = 60.0
     """A rank that stops making progress (or stops answering) for this long stops the whole job,
     named in the error. Must cover the slowest iteration phase between two heartbeats."""
+    startup_timeout_s: float = 1800.0
+    """How long the ranks wait for each other to build their envs (which compiles the Warp
+    kernels: minutes on a cold kernel cache) before the first collective, whose timeout is
+    `collective_timeout_s`."""
     video_interval: int = 0
     """Every this many iterations (from the first), record `video_seconds` of the training env's
     first world and draw it into <run-dir>/videos/iteration_N.mp4 in a separate low-priority
@@ -95,6 +100,7 @@ class TrainConfig(Generic[EnvT]):
         "max_restarts": ">= 0",
         "collective_timeout_s": "> 0",
         "hang_timeout_s": "> 0",
+        "startup_timeout_s": "> 0",
         "torch_threads": ">= 0",
         "video_interval": ">= 0",
         "video_seconds": "> 0",

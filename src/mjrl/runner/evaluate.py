@@ -1,8 +1,8 @@
 """Evaluation of the deterministic policy: whole episodes, their returns and the task's figures.
 
 `play` and the periodic evaluation during training (`--agent.eval-interval`) both use it. It
-reads results back to the host every step, which is fine for evaluation and never happens in
-the training loop.
+reads one scalar back to the host every step (whether every env has run its episodes), which
+is fine for evaluation and never happens in the training loop.
 """
 
 from __future__ import annotations
@@ -83,39 +83,75 @@ def run_episodes(
     on_step: Callable[[], None] | None = None,
 ) -> Episodes:
     """Each env runs ceil(episodes / num_envs) whole episodes of the policy's mean action from a
-    reset; the first `episodes` count. `metrics_fn(env)` values are summed over the steps of the
-    counted episodes. `on_step` is called after every env step (a heartbeat during training)."""
+    reset; the first `episodes` count, env by env. `metrics_fn(env)` values are summed over the
+    steps of the counted episodes. `on_step` is called after every env step (a heartbeat during
+    training). Everything stays on the device until the end: one scalar is read per step (whether
+    to go on), whatever the number of envs."""
     per_env = math.ceil(episodes / env.num_envs)
-    finished: list[list[tuple[float, int, bool]]] = [[] for _ in range(env.num_envs)]
+    record = _EpisodeRecord(env.num_envs, per_env, env.device)
     obs = env.reset()
-    episode_return = torch.zeros(env.num_envs, device=env.device)
-    episode_length = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-    sums: dict[str, float] = {}
-    steps = 0
-    while min(len(f) for f in finished) < per_env:
-        counting = torch.tensor([len(f) < per_env for f in finished], device=env.device)
+    sums: dict[str, torch.Tensor] = {}
+    steps = torch.zeros((), dtype=torch.long, device=env.device)
+    while not record.complete():
+        counting = record.finished < per_env  # envs still in an episode that counts
         obs, reward, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
         if metrics_fn is not None:
             for name, value in metrics_fn(env).items():
-                sums[name] = sums.get(name, 0.0) + float(value[counting].sum())
-        steps += int(counting.sum())
-        episode_return += reward
-        episode_length += 1
-        done = terminated | truncated
-        for i in done.nonzero().flatten().tolist():
-            finished[i].append((episode_return[i].item(), int(episode_length[i]), bool(terminated[i])))
-        episode_return *= ~done
-        episode_length *= ~done
+                idle = ~counting.view(-1, *([1] * (value.dim() - 1)))  # per env, whatever the value's shape
+                total = value.masked_fill(idle, 0).sum().double()
+                sums[name] = sums[name] + total if name in sums else total
+        steps += counting.sum()
+        record.step(reward, terminated, truncated)
         if on_step is not None:
             on_step()
-    counted = [e for f in finished for e in f[:per_env]][:episodes]
+    returns, lengths, terminated = record.counted(episodes)
     return Episodes(
-        returns=[r for r, _, _ in counted],
-        lengths=[n for _, n, _ in counted],
-        terminated=[t for _, _, t in counted],
-        metric_sums=sums,
-        steps=steps,
+        returns=returns,
+        lengths=lengths,
+        terminated=terminated,
+        metric_sums={name: float(total) for name, total in sums.items()},
+        steps=int(steps),
     )
+
+
+class _EpisodeRecord:
+    """The first `per_env` episodes of every env, recorded on the device as they end."""
+
+    def __init__(self, num_envs: int, per_env: int, device: torch.device):
+        self.per_env = per_env
+        self.envs = torch.arange(num_envs, device=device)
+        self.finished = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.episode_return = torch.zeros(num_envs, device=device)
+        self.episode_length = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.returns = torch.zeros(num_envs, per_env, device=device)
+        self.lengths = torch.zeros(num_envs, per_env, dtype=torch.long, device=device)
+        self.terminated = torch.zeros(num_envs, per_env, dtype=torch.bool, device=device)
+
+    def complete(self) -> bool:
+        return bool(self.finished.min() >= self.per_env)  # the one host read per step
+
+    def step(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> None:
+        self.episode_return += reward
+        self.episode_length += 1
+        done = terminated | truncated
+        # Each env writes only its own row, at the index of the episode that just ended: no two
+        # writes share an element. Envs past their last counted episode rewrite what is there.
+        keep = done & (self.finished < self.per_env)
+        slot = (self.envs, self.finished.clamp(max=self.per_env - 1))
+        self.returns[slot] = torch.where(keep, self.episode_return, self.returns[slot])
+        self.lengths[slot] = torch.where(keep, self.episode_length, self.lengths[slot])
+        self.terminated[slot] = torch.where(keep, terminated, self.terminated[slot])
+        self.finished += done
+        self.episode_return.masked_fill_(done, 0.0)
+        self.episode_length.masked_fill_(done, 0)
+
+    def counted(self, episodes: int) -> tuple[list[float], list[int], list[bool]]:
+        """The first `episodes` episodes, env by env (env 0's, then env 1's, ...)."""
+        return (
+            self.returns.flatten()[:episodes].tolist(),
+            self.lengths.flatten()[:episodes].tolist(),
+            self.terminated.flatten()[:episodes].tolist(),
+        )
 
 
 def load_trained(

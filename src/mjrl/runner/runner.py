@@ -119,13 +119,13 @@ class Runner:
                 self._inject_fault()
                 if self.clips is not None and self.iteration % self.cfg.video_interval == 0:
                     self.clips.start(self.iteration)
-                t0 = time.perf_counter()
+                t0 = self._clock()
                 comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
-                t1 = time.perf_counter()
+                t1 = self._clock()
                 with self._update_threads():
                     update_sums = self.ppo.update(self.buffer, last_values)
-                t2 = time.perf_counter()
+                t2 = self._clock()
                 collective_s = self.ctx.comm.seconds - comm_before
                 metrics, stop_signal = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
                 self.iteration += 1
@@ -161,6 +161,13 @@ class Runner:
             "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
             "final_metrics": metrics,
         }
+
+    def _clock(self) -> float:
+        """The time once the device has run what was queued: on a GPU the host runs ahead,
+        and without the sync its backlog from collecting would count as learning time."""
+        if self.ctx.device.type == "cuda":
+            torch.cuda.synchronize(self.ctx.device)
+        return time.perf_counter()
 
     @contextlib.contextmanager
     def _update_threads(self) -> Iterator[None]:
@@ -461,6 +468,7 @@ def train(
 
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed + ctx.rank)
+    ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
     policy = build_policy(env, cfg, ctx.device)
     ppo = PPO(policy, cfg.agent, ctx)
     ppo.generator.manual_seed(cfg.seed + ctx.rank)

@@ -1,15 +1,16 @@
 """One object that owns the MuJoCo-Warp model and data of N worlds on one device.
 
 Everything above this layer sees torch tensors that alias Warp's arrays (zero-copy), so
-writing `sim.qpos[...] = x` changes the simulator state directly. Every Warp call runs inside
-`wp.ScopedDevice(self.device)`: with several ranks per node, nothing may ever touch another
-rank's GPU by accident.
+writing `sim.qpos[...] = x` changes the simulator state directly. Every Warp call names its
+device (`wp.ScopedDevice`, or on a GPU `wp.ScopedStream` on torch's current stream of that
+device): with several ranks per node, nothing may ever touch another rank's GPU by accident.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -46,6 +47,32 @@ class SimConfig:
 
     bounds: ClassVar[dict] = {"decimation": ">= 1", "timestep": ">= 0", "nconmax": ">= 1", "njmax": ">= 1"}
     """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphChoice:
+    capture: bool
+    """Capture the substep loop and replay it."""
+    warning: str | None = None
+    """One line saying why a requested capture is off."""
+
+
+def choose_graph(requested: bool, is_cuda: bool, mempool_enabled: bool, conditional_nodes: bool) -> GraphChoice:
+    """Whether to capture the substep loop. On the CPU, Warp's API capture always works. A CUDA
+    graph of mujoco_warp's step needs CUDA memory pools (its solver allocates temporaries
+    inside `step`) and conditional graph nodes (its solver loop, `capture_while`; CUDA driver
+    and toolkit 12.4 or newer). Without them every kernel is launched from Python."""
+    if not requested or not is_cuda:
+        return GraphChoice(requested)
+    missing = []
+    if not mempool_enabled:
+        missing.append("CUDA memory pools are off on this device")
+    if not conditional_nodes:
+        missing.append("conditional graph nodes need CUDA driver and toolkit 12.4+")
+    if not missing:
+        return GraphChoice(True)
+    reason = "; ".join(missing)
+    return GraphChoice(False, f"warning: physics not captured in a CUDA graph ({reason}): kernels launched one by one")
 
 
 # Data arrays exposed as torch views. Names match mujoco's MjData fields.
@@ -102,11 +129,37 @@ class Simulation:
         self.physics_version = 0
         """Counts the calls that recompute contacts and derived state (`step`, `forward`): terms
         cache what they derive from one physics state under it."""
-        self._graph = self._capture_substeps() if cfg.graph else None
+        self._stream: wp.Stream | None = None  # Warp's handle on torch's current stream (GPU)
+        choice = self._graph_choice()
+        if choice.warning:
+            print(choice.warning, file=sys.stderr, flush=True)
+        self._graph = self._capture_substeps() if choice.capture else None
+        if self.wp_device.is_cuda:
+            # Set-up ran on Warp's own stream; from here on Warp runs on torch's current one.
+            wp.synchronize_device(self.wp_device)
 
     @classmethod
     def from_xml(cls, path: str | Path, num_worlds: int, device: str, cfg: SimConfig) -> Simulation:
         return cls(mujoco.MjModel.from_xml_path(str(path)), num_worlds, device, cfg)
+
+    def _graph_choice(self) -> GraphChoice:
+        if not self.wp_device.is_cuda:
+            return choose_graph(self.cfg.graph, False, True, True)
+        mempool, conditional = wp.is_mempool_enabled(self.wp_device), wp.is_conditional_graph_supported()
+        return choose_graph(self.cfg.graph, True, mempool, conditional)
+
+    def _scope(self) -> wp.ScopedDevice | wp.ScopedStream:
+        """Where Warp launches: on a GPU, torch's current stream of this device. torch writes
+        `ctrl` and `qpos` on its current stream; Warp on a stream of its own would race with
+        those writes whenever that stream is not the default one (`torch.cuda.graph`,
+        `torch.compile(mode="reduce-overhead")`, a `torch.cuda.stream` block)."""
+        if not self.wp_device.is_cuda:
+            return wp.ScopedDevice(self.wp_device)
+        current = torch.cuda.current_stream(self.device)
+        if self._stream is None or self._stream.cuda_stream != current.cuda_stream:
+            self._stream = wp.stream_from_torch(current)  # keeps a reference to `current`
+        # Nothing to wait for on entry: Warp's own stream was drained after set-up.
+        return wp.ScopedStream(self._stream, sync_enter=False)
 
     def _substeps(self) -> None:
         for _ in range(self.cfg.decimation):
@@ -119,6 +172,8 @@ class Simulation:
             self._substeps()  # compiles and loads every kernel before capture
             with wp.ScopedCapture() as capture:
                 self._substeps()
+            if self.wp_device.is_cuda:
+                wp.synchronize_device(self.wp_device)  # the warm-up step, before torch's reset
         # Undo the warm-up step: a new simulation starts at rest in qpos0, as mujoco_warp's does.
         self.reset(torch.ones(self.num_worlds, dtype=torch.bool, device=self.device))
         self.forward()
@@ -127,7 +182,7 @@ class Simulation:
     def step(self) -> None:
         """Advance every world by `decimation` physics steps with the current `ctrl`."""
         self.physics_version += 1
-        with wp.ScopedDevice(self.wp_device):
+        with self._scope():
             if self._graph is not None:
                 wp.capture_launch(self._graph)
             else:
@@ -150,12 +205,12 @@ class Simulation:
     def forward(self) -> None:
         """Recompute derived quantities (kinematics, contacts, sensors) from qpos/qvel without stepping."""
         self.physics_version += 1
-        with wp.ScopedDevice(self.wp_device):
+        with self._scope():
             mjw.forward(self.model, self.data)
 
     def kinematics(self) -> None:
         """Recompute body and site poses from qpos only: cheaper than `forward`."""
-        with wp.ScopedDevice(self.wp_device):
+        with self._scope():
             mjw.kinematics(self.model, self.data)
 
     def model_field(self, name: str) -> torch.Tensor:
