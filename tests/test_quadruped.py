@@ -7,6 +7,8 @@ import dataclasses
 import math
 import statistics
 
+import mujoco
+import numpy as np
 import pytest
 import torch
 from conftest import last_json, read_jsonl, run_cli
@@ -81,6 +83,21 @@ def test_stands_for_a_whole_episode_with_zero_actions():
 
 
 # ---------------------------------------------------------------------------------- rewards
+
+
+def test_trunk_frame_quantities_match_mujoco_for_any_orientation():
+    env = make_env(num_envs=16)
+    g = torch.Generator().manual_seed(3)
+    quats = torch.randn(16, 4, generator=g)
+    env.sim.qpos[:, 3:7] = quats / quats.norm(dim=1, keepdim=True)
+    env.sim.qvel[:, :3] = torch.randn(16, 3, generator=g)
+    gravity, lin_vel = quad.projected_gravity(env), quad.base_lin_vel(env)
+    for i in range(16):
+        rotation = np.zeros(9)
+        mujoco.mju_quat2Mat(rotation, env.sim.qpos[i, 3:7].double().numpy())
+        world_to_trunk = rotation.reshape(3, 3).T
+        np.testing.assert_allclose(gravity[i].numpy(), world_to_trunk @ [0.0, 0.0, -1.0], atol=1e-6)
+        np.testing.assert_allclose(lin_vel[i].numpy(), world_to_trunk @ env.sim.qvel[i, :3].numpy(), atol=1e-5)
 
 
 def test_velocity_tracking_rewards_use_the_base_frame():

@@ -254,11 +254,32 @@ class QuadrupedEnvConfig(EnvConfig):
 # ---------------------------------------------------------------------------------- helpers
 
 
-def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Rotate world vectors `v` (n, 3) into the frames of unit quaternions `q` (n, 4, wxyz)."""
-    w, u = q[:, :1], q[:, 1:]
-    t = 2.0 * torch.linalg.cross(u, v, dim=-1)
-    return v - w * t + torch.linalg.cross(u, t, dim=-1)
+# Entries of the world-to-body rotation R(q)^T of a unit quaternion q = (w, x, y, z), row by
+# row, as quadratic forms in q (the constant 1 written as w² + x² + y² + z²): with the 16
+# products q_a q_b, the whole matrix is one matrix product.
+_RT_TERMS = (
+    {"ww": 1, "xx": 1, "yy": -1, "zz": -1}, {"xy": 2, "wz": 2}, {"xz": 2, "wy": -2},
+    {"xy": 2, "wz": -2}, {"ww": 1, "xx": -1, "yy": 1, "zz": -1}, {"yz": 2, "wx": 2},
+    {"xz": 2, "wy": 2}, {"yz": 2, "wx": -2}, {"ww": 1, "xx": -1, "yy": -1, "zz": 1},
+)  # fmt: skip
+
+
+def quat_products_to_rotation(device: torch.device) -> torch.Tensor:
+    """The (16, 9) matrix taking the products q_a q_b (index 4a + b) to R(q)^T, row-major."""
+    matrix = torch.zeros(16, 9)
+    for entry, terms in enumerate(_RT_TERMS):
+        for pair, coefficient in terms.items():
+            a, b = ("wxyz".index(c) for c in pair)
+            matrix[4 * a + b, entry] = coefficient
+    return matrix.to(device)
+
+
+def trunk_rotation_transposed(env: VecEnv) -> torch.Tensor:
+    """(n, 3, 3) rotation from the world frame into the trunk's (R^T of the free joint's
+    quaternion); computed once per state (`env.cached`) and shared by the terms below."""
+    q = env.sim.qpos[:, 3:7]
+    products = (q.unsqueeze(2) * q.unsqueeze(1)).flatten(1)
+    return (products @ env.buffers["quat_to_rt"]).view(-1, 3, 3)
 
 
 def _uniform(env: VecEnv, low: float, high: float, *shape: int) -> torch.Tensor:
@@ -347,7 +368,7 @@ def is_moving_command(env: VecEnv) -> torch.Tensor:
 
 def base_lin_vel(env: VecEnv) -> torch.Tensor:
     """Trunk linear velocity in the trunk frame (the free joint's qvel is in the world frame)."""
-    return quat_rotate_inverse(env.sim.qpos[:, 3:7], env.sim.qvel[:, 0:3])
+    return (env.cached(trunk_rotation_transposed) @ env.sim.qvel[:, 0:3].unsqueeze(2)).squeeze(2)
 
 
 def base_ang_vel(env: VecEnv) -> torch.Tensor:
@@ -356,13 +377,9 @@ def base_ang_vel(env: VecEnv) -> torch.Tensor:
 
 
 def projected_gravity(env: VecEnv) -> torch.Tensor:
-    """The unit gravity direction in the trunk frame: (0, 0, -1) when level.
-
-    That is minus the world z axis seen from the trunk, i.e. minus the last row of the trunk's
-    rotation matrix, written out from the quaternion (no constant tensor to build each step).
-    """
-    w, x, y, z = env.sim.qpos[:, 3:7].unbind(dim=1)
-    return torch.stack([2 * (w * y - x * z), -2 * (y * z + w * x), 2 * (x * x + y * y) - 1], dim=1)
+    """The unit gravity direction in the trunk frame: (0, 0, -1) when level. That is minus the
+    world z axis seen from the trunk: minus the last column of R^T."""
+    return -env.cached(trunk_rotation_transposed)[:, :, 2]
 
 
 def joint_pos_rel(env: VecEnv) -> torch.Tensor:
@@ -497,6 +514,7 @@ def make_buffers(env: VecEnv) -> dict:
         "last_foot_pos": torch.zeros(n, 4, 3, device=dev),
         # Constants on the env's device, kept here so terms need not rebuild them every step.
         "home_qpos": home,
+        "quat_to_rt": quat_products_to_rotation(dev),
         "home_joint_pos": home[7:],
         "joint_lower": torch.tensor(LAYOUT.joint_lower, device=dev),
         "joint_upper": torch.tensor(LAYOUT.joint_upper, device=dev),
