@@ -368,7 +368,7 @@ def is_moving_command(env: VecEnv) -> torch.Tensor:
 
 def base_lin_vel(env: VecEnv) -> torch.Tensor:
     """Trunk linear velocity in the trunk frame (the free joint's qvel is in the world frame)."""
-    return (env.cached(trunk_rotation_transposed) @ env.sim.qvel[:, 0:3].unsqueeze(2)).squeeze(2)
+    return (env.cached(trunk_rotation_transposed) * env.sim.qvel[:, 0:3].unsqueeze(1)).sum(dim=2)
 
 
 def base_ang_vel(env: VecEnv) -> torch.Tensor:
@@ -529,9 +529,18 @@ def make_buffers(env: VecEnv) -> dict:
     }
 
 
+def _range_tensors(env: VecEnv, key: str, ranges: tuple[tuple[float, float], ...]) -> tuple[torch.Tensor, ...]:
+    """(low, width) of several uniform ranges as device vectors, made once (at construction,
+    when every env is reset) and kept in the env's buffers."""
+    if key not in env.buffers:
+        low = torch.tensor([r[0] for r in ranges], device=env.device)
+        env.buffers[key] = (low, torch.tensor([r[1] for r in ranges], device=env.device) - low)
+    return env.buffers[key]
+
+
 def resample_commands(env: VecEnv, mask: torch.Tensor, cfg: CommandConfig) -> None:
-    ranges = (cfg.lin_vel_x, cfg.lin_vel_y, cfg.yaw_rate)
-    cmd = torch.stack([_uniform(env, low, high) for low, high in ranges], dim=1)
+    low, width = _range_tensors(env, "_command_ranges", (cfg.lin_vel_x, cfg.lin_vel_y, cfg.yaw_rate))
+    cmd = low + width * torch.rand(env.num_envs, 3, device=env.device, generator=env.generator)
     stand = torch.rand(env.num_envs, device=env.device, generator=env.generator) < cfg.standing_fraction
     cmd = cmd * ~stand.unsqueeze(1)
     env.buffers["command"].copy_(_masked(mask, cmd, env.buffers["command"]))
@@ -542,18 +551,22 @@ def reset_robot(env: VecEnv, mask: torch.Tensor, cfg: QuadrupedEnvConfig) -> Non
     swing timers."""
     buf, rand = env.buffers, cfg.randomization
     qpos = buf["home_qpos"].expand(env.num_envs, -1).clone()
-    yaw = _uniform(env, -math.pi, math.pi)
-    qpos[:, 3] = torch.cos(yaw / 2)
-    qpos[:, 6] = torch.sin(yaw / 2)
-    joints = qpos[:, 7:] + _uniform(env, -rand.joint_pos_noise, rand.joint_pos_noise, 12)
-    qpos[:, 7:] = torch.clamp(joints, buf["joint_lower"], buf["joint_upper"])
+    # One draw for every random number: heading, 12 joint offsets, 6 base velocities.
+    ranges = ((-math.pi, math.pi), *[(-rand.joint_pos_noise, rand.joint_pos_noise)] * 12,
+              *[(-rand.base_vel_noise, rand.base_vel_noise)] * 6)  # fmt: skip
+    low, width = _range_tensors(env, "_reset_ranges", ranges)
+    draw = low + width * torch.rand(env.num_envs, 19, device=env.device, generator=env.generator)
+    half_yaw = draw[:, 0] / 2
+    qpos[:, 3] = torch.cos(half_yaw)
+    qpos[:, 6] = torch.sin(half_yaw)
+    qpos[:, 7:] = torch.clamp(qpos[:, 7:] + draw[:, 1:13], buf["joint_lower"], buf["joint_upper"])
     qvel = torch.zeros_like(env.sim.qvel)
-    qvel[:, :6] = _uniform(env, -rand.base_vel_noise, rand.base_vel_noise, 6)
+    qvel[:, :6] = draw[:, 13:]
     env.sim.qpos.copy_(_masked(mask, qpos, env.sim.qpos))
     env.sim.qvel.copy_(_masked(mask, qvel, env.sim.qvel))
     resample_commands(env, mask, cfg.commands)
     for name in ("air_time", "landing_air_time", "last_contact"):
-        buf[name].copy_(_masked(mask, torch.zeros_like(buf[name]), buf[name]))
+        buf[name].masked_fill_(mask.unsqueeze(1), 0)
 
 
 def randomize_physics(env: VecEnv, mask: torch.Tensor, cfg: RandomizationConfig) -> None:

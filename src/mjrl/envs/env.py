@@ -251,9 +251,10 @@ class VecEnv:
     def _compute_dones(self) -> tuple[torch.Tensor, torch.Tensor]:
         terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         truncated = self.episode_length >= self.max_episode_length
-        for i, term in enumerate(self.task.terminations.values()):
-            fired = term.func(self)
-            self._termination_counts[i] += fired.sum()
+        fired_by_term = [term.func(self) for term in self.task.terminations.values()]
+        if fired_by_term:
+            self._termination_counts += torch.stack(fired_by_term).sum(dim=1)
+        for term, fired in zip(self.task.terminations.values(), fired_by_term, strict=True):
             if term.time_out:
                 truncated = truncated | fired
             else:

@@ -198,8 +198,10 @@ class Simulation:
         """
         # masked_fill, not multiplication by the mask: a world reset for NaN state must lose it.
         self.qpos.copy_(torch.where(mask.unsqueeze(1), self.qpos0, self.qpos))
-        for state in (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied, self.xfrc_applied):
-            state.masked_fill_(mask.view(-1, *([1] * (state.dim() - 1))), 0.0)
+        rows = mask.unsqueeze(1)
+        for state in (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied):
+            state.masked_fill_(rows, 0.0)
+        self.xfrc_applied.masked_fill_(rows.unsqueeze(2), 0.0)
         self.time.masked_fill_(mask, 0.0)
 
     def forward(self) -> None:
