@@ -189,7 +189,6 @@ def _every_collective(ctx: DistContext) -> dict:
     calls = {
         "all_reduce_sum": lambda: ctx.all_reduce_sum(torch.ones(3)),
         "all_reduce_mean": lambda: ctx.all_reduce_mean(torch.ones(3)),
-        "all_reduce_max": lambda: ctx.all_reduce_max(torch.ones(3)),
         "all_gather": lambda: ctx.all_gather(torch.ones(3)),
         "broadcast": lambda: ctx.broadcast(torch.ones(3)),
         "broadcast_tensors": lambda: ctx.broadcast_tensors([torch.ones(3), torch.ones(2, dtype=torch.float64)]),

@@ -217,12 +217,6 @@ class DistContext:
             tensor /= self.world_size
         return tensor
 
-    def all_reduce_max(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Maximum of `tensor` over all ranks, in place; returns it."""
-        if self.is_distributed:
-            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX, async_op=True))
-        return tensor
-
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """(world_size, *tensor.shape): every rank's `tensor`."""
         if not self.is_distributed:
