@@ -28,7 +28,7 @@ from mjrl.runner.checkpoint import checkpoint_path, remove_stale_temporaries, sa
 from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.export import default_output, export_policy
-from mjrl.runner.faults import Fault
+from mjrl.runner.faults import Fault, nan_actions
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.preemption import Preempted, StopFlag
 from mjrl.runner.start import (
@@ -97,6 +97,7 @@ class Runner:
         self.tracker: Tracker | None = None
         self.rank_log: RankLog | None = None
         self.fault = Fault.parse(cfg.fault)
+        self.corrupt_actions = False  # this iteration's actions are corrupted (--fault nan@...)
         self.stop = stop
         self.saved_on_stop = False
         self.last_checkpoint: Path | None = None
@@ -194,7 +195,8 @@ class Runner:
             if self.stop.requested and not self.saved_on_stop:
                 self._save_on_stop()
             out = ppo.act(obs["actor"], obs["critic"])
-            next_obs, reward, terminated, truncated, extras = env.step(out["actions"])
+            actions = nan_actions(out["actions"]) if self.corrupt_actions else out["actions"]
+            next_obs, reward, terminated, truncated, extras = env.step(actions)
             if self.clips is not None and self.clips.recording:
                 self.clips.record(env.sim.qpos)
             # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
@@ -308,7 +310,7 @@ class Runner:
     def _inject_fault(self) -> None:
         """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
         due = self.fault is not None and self.fault.due(self.ctx.rank, self.iteration, self.ctx.restart_count)
-        self.env.inject_nan_actions = due and self.fault.kind == "nan"
+        self.corrupt_actions = due and self.fault.kind == "nan"
         if due and self.fault.kind != "nan":
             self.fault.trigger(self.ppo.params)
 
