@@ -24,12 +24,14 @@ from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO, RolloutBuffer
+from mjrl.rl.statistics import update_metrics
 from mjrl.runner.checkpoint import checkpoint_path, remove_stale_temporaries, save_checkpoint
 from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.export import default_output, export_policy
 from mjrl.runner.faults import Fault, nan_actions
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
+from mjrl.runner.metrics import episode_metrics, pack_iteration, term_metrics
 from mjrl.runner.preemption import Preempted, StopFlag
 from mjrl.runner.start import (
     agree_on_run,
@@ -225,43 +227,25 @@ class Runner:
             print(
                 f"rank {ctx.rank} it {self.iteration + 1}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True
             )
-        # One collective for all metrics: every rank's vector is gathered, statistics and update
-        # sums are summed over ranks, timings are those of the slowest rank, and the stop
-        # signal is the largest any rank received.
-        episodes, terms = env.episode_stats(), env.pop_term_stats()
-        update = torch.stack(list(update_sums.values())).to(ctx.device)
-        maxima = [collection_s, learning_s, collective_s, float(self.stop.requested)]
-        gathered = ctx.all_gather(
-            torch.cat([episodes, terms, update, torch.tensor(maxima, dtype=torch.float64, device=ctx.device)])
-        )
-        summed = gathered[:, : -len(maxima)].sum(dim=0).tolist()
-        collection_s, learning_s, collective_s, stop_signal = gathered[:, -len(maxima) :].max(dim=0).values.tolist()
-        (ret_sum, len_sum, episode_count), summed = summed[:3], summed[3:]
-        term_sums, summed = summed[: len(terms)], summed[len(terms) :]
-        update_totals = dict(zip(update_sums, summed, strict=True))
+        timings = {"collection_s": collection_s, "learning_s": learning_s, "collective_s": collective_s}
+        pooled = pack_iteration(env, update_sums, timings, self.stop.requested).all_gather(ctx)
+        totals = {name: value.item() for name, value in pooled.items()}
         step_count = self.cfg.agent.num_steps_per_env * env.num_envs * ctx.world_size
         self.env_steps += step_count
-        self.wall_s += collection_s + learning_s
+        self.wall_s += totals["collection_s"] + totals["learning_s"]
         metrics = {
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "wall_s": round(self.wall_s, 3),
-            "mean_episode_return": ret_sum / episode_count if episode_count else float("nan"),
-            "mean_episode_length": len_sum / episode_count if episode_count else float("nan"),
-            "steps_per_second": step_count / (collection_s + learning_s),
-            "collection_s": collection_s,
-            "learning_s": learning_s,
-            "collective_s": collective_s,
-            **update_metrics(update_totals),
+            **episode_metrics(totals),
+            "steps_per_second": step_count / (totals["collection_s"] + totals["learning_s"]),
+            **{name: totals[name] for name in timings},
+            **update_metrics(totals),
             "learning_rate": self.ppo.learning_rate,
             "action_std": self.ppo.policy.log_std.exp().mean().item(),
+            **term_metrics(totals, env.term_names()),
         }
-        term_values, steps = term_sums[:-2], max(term_sums[-1], 1.0)
-        metrics["nonfinite_resets"] = int(term_sums[-2])
-        metrics["mean_step_reward"] = sum(term_values[: len(env.task.rewards)]) / steps
-        for name, total in zip(env.term_names(), term_values, strict=True):
-            metrics[name] = total / steps
-        return metrics, int(stop_signal)
+        return metrics, int(totals["stop_signal"])
 
     def _evaluate_if_due(self) -> dict[str, Any]:
         """`eval/<figure>` of the deterministic policy, on rank 0 every `eval_interval` iterations.
@@ -439,12 +423,6 @@ class Runner:
         save_checkpoint(path, self.state_dict())
         self.last_checkpoint = path
         return path
-
-
-def update_metrics(totals: dict[str, float]) -> dict[str, float]:
-    """Means over every minibatch step of every rank, from the update's sums (`PPO.update`)."""
-    steps = max(totals["steps"], 1.0)
-    return {name: total / steps for name, total in totals.items() if name != "steps"}
 
 
 def parameters_sha256(policy: torch.nn.Module) -> str:
