@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 import torch
 
 from mjrl.envs.env import EnvConfig, TaskSpec, VecEnv
 
-if TYPE_CHECKING:  # rl and envs are peers: a task names PPO's settings, the env never reads them
-    from mjrl.rl.config import AgentConfig
+# The agent's config type (mjrl.rl.config.AgentConfig) is a parameter: envs and rl are peers,
+# and the env never reads PPO's settings.
+AgentT = TypeVar("AgentT")
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
+class Task(Generic[AgentT]):
     """A task: its name, default configs and how to build its terms."""
 
     name: str
     """The registered name (`train NAME`)."""
     env_cfg: EnvConfig
     """Default env config (a task-specific subclass of EnvConfig)."""
-    agent_cfg: AgentConfig
+    agent_cfg: AgentT
     """Default PPO and runner settings."""
     build: Callable[[EnvConfig], TaskSpec]
     """Builds the task's MJCF path and terms from a (possibly user-modified) env config."""

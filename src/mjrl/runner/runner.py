@@ -10,58 +10,41 @@ import contextlib
 import dataclasses
 import hashlib
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from mjrl.distributed import DistContext
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.envs import Task, VecEnv
-from mjrl.rl.networks import ActorCritic
+from mjrl.rl.config import AgentConfig
 from mjrl.rl.ppo import PPO, RolloutBuffer
 from mjrl.rl.statistics import update_metrics
-from mjrl.runner.checkpoint import checkpoint_path, remove_stale_temporaries, save_checkpoint
-from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
+from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
+from mjrl.runner.config import TrainConfig, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.export import default_output, export_policy
 from mjrl.runner.faults import Fault, nan_actions
-from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.metrics import episode_metrics, pack_iteration, term_metrics
+from mjrl.runner.outputs import RunOutputs
 from mjrl.runner.start import (
     agree_on_run,
+    build_policy,
     reseed_after_resume,
     restore_policy_everywhere,
     seed_everything,
     warm_up_normalizers,
 )
 from mjrl.runner.state import TrainingState, checkpoint_contents, restore_training_state, sync_from_main
-from mjrl.runner.video import ClipRecorder
-from mjrl.sim.render import pick_gl_backend
-
-
-def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
-    a = cfg.agent
-    return ActorCritic(
-        env.obs_dims["actor"],
-        env.obs_dims["critic"],
-        env.num_actions,
-        a.actor_hidden_dims,
-        a.critic_hidden_dims,
-        a.activation,
-        a.init_noise_std,
-        a.normalize_observations,
-    ).to(device)
 
 
 class Runner:
     def __init__(
         self,
-        task: Task,
+        task: Task[AgentConfig],
         cfg: TrainConfig,
         ctx: DistContext,
         env: VecEnv,
@@ -90,22 +73,19 @@ class Runner:
             env.num_actions,
             ctx.device,
         )
-        self.metrics_file: MetricsFile | None = None
-        self.tracker: Tracker | None = None
-        self.rank_log: RankLog | None = None
+        self.outputs = RunOutputs(ctx, run_dir)
         self.fault = Fault.parse(cfg.fault)
         self.corrupt_actions = False  # this iteration's actions are corrupted (--fault nan@...)
         self.stop = stop
         self.saved_on_stop = False
         self.last_checkpoint: Path | None = None
         self.eval_env: VecEnv | None = None
-        self.clips: ClipRecorder | None = None
 
     # ------------------------------------------------------------------------- the loop
 
     def run(self) -> dict[str, Any]:
-        self._open_outputs()
-        self._print_header()
+        self.outputs.open(self.task_name, self.cfg, self.given, self.state, self.resumed_at, self.env)
+        self.outputs.print_header(self.task_name, self.cfg, self.state.iteration)
         if self.ctx.watchdog is not None:
             self.ctx.watchdog.arm()
         max_it = self.cfg.agent.max_iterations
@@ -115,8 +95,9 @@ class Runner:
         try:
             while self.state.iteration < max_it:
                 self._inject_fault()
-                if self.clips is not None and self.state.iteration % self.cfg.video_interval == 0:
-                    self.clips.start(self.state.iteration)
+                clips = self.outputs.clips
+                if clips is not None and self.state.iteration % self.cfg.video_interval == 0:
+                    clips.start(self.state.iteration)
                 t0 = self._clock()
                 comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
@@ -131,8 +112,8 @@ class Runner:
                     metrics.update(self._evaluate_if_due())
                 session_iterations += 1
                 per_iteration = (time.perf_counter() - session_start) / session_iterations
-                self._log(metrics, eta_s=per_iteration * (max_it - self.state.iteration))
-                self._log_clips()
+                self.outputs.log(metrics, max_it, eta_s=per_iteration * (max_it - self.state.iteration))
+                self.outputs.log_clips()
                 if stop_signal:
                     break
                 self._check_replicas()
@@ -149,7 +130,8 @@ class Runner:
                 raise Preempted(stop_signal, self.state.iteration, checkpoint, self.run_dir)
             self._export()
         finally:
-            self._close_outputs()
+            # Stopped by a signal, the run does not wait for the clips still being drawn.
+            self.outputs.close(wait_for_clips=not self.stop.requested)
         return {
             "rank": self.ctx.rank,
             "parameters_sha256": parameters_sha256(self.ppo.policy),
@@ -184,7 +166,7 @@ class Runner:
     @torch.no_grad()
     def collect(self) -> torch.Tensor:
         """Fill the rollout buffer; returns the values of the observations after the last step."""
-        env, ppo, buf, gamma = self.env, self.ppo, self.buffer, self.cfg.agent.gamma
+        env, ppo, buf, gamma, clips = self.env, self.ppo, self.buffer, self.cfg.agent.gamma, self.outputs.clips
         buf.step = 0
         obs = env.obs
         for _ in range(self.cfg.agent.num_steps_per_env):
@@ -194,8 +176,8 @@ class Runner:
             out = ppo.act(obs["actor"], obs["critic"])
             actions = nan_actions(out["actions"]) if self.corrupt_actions else out["actions"]
             next_obs, reward, terminated, truncated, extras = env.step(actions)
-            if self.clips is not None and self.clips.recording:
-                self.clips.record(env.sim.qpos)
+            if clips is not None and clips.recording:
+                clips.record(env.sim.qpos)
             # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
             # gets the discounted value of its true final observation.
             reward = reward + gamma * ppo.value(extras["final_obs"]["critic"]) * truncated
@@ -273,18 +255,6 @@ class Runner:
         export_policy(self.env, self.ppo.policy, self.cfg.export, out, source)
         print(f"exported {out}", flush=True)
 
-    def _log_clips(self, final: bool = False) -> None:
-        """Log the training clips that the drawing process has finished. `final`: stop recording
-        and wait for the pending clips (unless the run is being stopped by a signal)."""
-        if self.clips is None:
-            return
-        finished = self.clips.close(wait=not self.stop.requested) if final else self.clips.finished()
-        if final:
-            self.clips = None
-        for iteration, path in finished:
-            self.tracker.log_video("video", path, step=iteration)
-            print(f"video {path}", flush=True)
-
     def _inject_fault(self) -> None:
         """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
         due = self.fault is not None and self.fault.due(self.ctx.rank, self.state.iteration, self.ctx.restart_count)
@@ -304,79 +274,6 @@ class Runner:
                 "data-parallel training lost lockstep"
             )
 
-    def _log(self, metrics: dict[str, Any], eta_s: float) -> None:
-        if not self.ctx.is_main:
-            return
-        self.metrics_file.write(metrics)
-        self.tracker.log(metrics, step=metrics["iteration"])
-        print(console_line(metrics, self.cfg.agent.max_iterations, eta_s), flush=True)
-
-    def _print_header(self) -> None:
-        if not self.ctx.is_main:
-            return
-        cfg, ctx = self.cfg, self.ctx
-        total = cfg.env.num_envs * ctx.world_size
-        envs = f"{total} envs" if ctx.world_size == 1 else f"{total} envs ({cfg.env.num_envs} x {ctx.world_size} ranks)"
-        start = f" | resuming at iteration {self.state.iteration}" if self.state.iteration else ""
-        print(f"mjrl {self.task_name} | {ctx.device} | {envs} | seed {cfg.seed}{start}", flush=True)
-        print(f"run  {self.run_dir}", flush=True)
-
-    # ---------------------------------------------------------------------- disk output
-
-    def _open_outputs(self) -> None:
-        # Rank 0 creates the run directory; then every rank opens its own log file in it.
-        if self.ctx.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.ctx.barrier()
-        self.rank_log = RankLog(self.run_dir / "ranks" / f"rank_{self.ctx.rank}.log", echo_stdout=self.ctx.is_main)
-        self.rank_log.note(
-            f"rank {self.ctx.rank} pid {os.getpid()} host {socket.gethostname()} "
-            f"attempt {self.ctx.restart_count} device {self.ctx.device}"
-        )
-        if not self.ctx.is_main:
-            return
-        remove_stale_temporaries(self.run_dir)
-        config = to_dict(self.cfg)
-        self._write_config()
-        self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", self.state.iteration)
-        self.tracker = Tracker(
-            self.cfg.logger,
-            self.run_dir,
-            config,
-            self.cfg.wandb_project,
-            self.cfg.run_name,
-            self.state.tracker_id,
-            self.state.iteration,
-        )
-        if self.cfg.video_interval > 0:
-            env = self.env
-            self.clips = ClipRecorder(
-                pick_gl_backend(),
-                env.task.model_xml,
-                max(1, round(self.cfg.video_seconds / env.step_dt)),
-                env.sim.qpos.shape[1],
-                1.0 / env.step_dt,
-                self.run_dir / "videos",
-                self.ctx.device,
-                gif=self.cfg.logger == "tensorboard",
-            )
-
-    def _write_config(self) -> None:
-        """config.yaml is the run as first started and is never overwritten by a resume; each
-        resume records its own config beside it, as config.resume-<iteration>.yaml."""
-        name = "config.yaml" if self.resumed_at is None else f"config.resume-{self.resumed_at:06d}.yaml"
-        text = yaml.safe_dump(experiment_config(self.task_name, self.given), sort_keys=False)
-        (self.run_dir / name).write_text(text)
-
-    def _close_outputs(self) -> None:
-        self._log_clips(final=True)
-        if self.rank_log is not None:
-            self.rank_log.close()
-        if self.metrics_file is not None:
-            self.metrics_file.close()
-        if self.tracker is not None:
-            self.tracker.close()
-
     def _save_on_stop(self) -> None:
         """A stop was asked for: the ranks will agree to stop at the end of this iteration, but
         when the signal came from the launcher because a peer died, this iteration's collectives
@@ -388,8 +285,7 @@ class Runner:
     def save(self) -> Path | None:
         if not self.ctx.is_main:
             return None
-        if self.metrics_file is not None:
-            self.metrics_file.sync()
+        self.outputs.sync()
         path = checkpoint_path(self.run_dir, self.state.iteration)
         save_checkpoint(path, checkpoint_contents(self.task_name, to_dict(self.cfg), self.state, self.env, self.ppo))
         self.last_checkpoint = path
@@ -409,7 +305,11 @@ class ReplicaMismatch(RuntimeError):
 
 
 def train(
-    task: Task, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None, given: TrainConfig | None = None
+    task: Task[AgentConfig],
+    cfg: TrainConfig,
+    ctx: DistContext,
+    stop: StopFlag | None = None,
+    given: TrainConfig | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) one training job on this rank; returns its summary. `given` is the config
     as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands

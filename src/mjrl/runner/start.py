@@ -19,6 +19,20 @@ from mjrl.runner.config import TrainConfig
 from mjrl.runner.run_dir import claim_run_dir, newest_run_dir
 
 
+def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
+    a = cfg.agent
+    return ActorCritic(
+        env.obs_dims["actor"],
+        env.obs_dims["critic"],
+        env.num_actions,
+        a.actor_hidden_dims,
+        a.critic_hidden_dims,
+        a.activation,
+        a.init_noise_std,
+        a.normalize_observations,
+    ).to(device)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
