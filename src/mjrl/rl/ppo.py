@@ -336,22 +336,23 @@ class PPO:
         self.optimizer.lr = learning_rate
 
     def _pool_rollout_statistics(self, advantages: torch.Tensor, buf: RolloutBuffer) -> tuple[float, float]:
-        normalizers = [
-            (normalizer, obs)
-            for normalizer, obs in (
-                (self.policy.actor_normalizer, buf.actor_obs),
-                (self.policy.critic_normalizer, buf.critic_obs),
+        policy = self.policy
+        observations = {
+            group: (normalizer, obs)
+            for group, normalizer, obs in (
+                ("actor", policy.actor_normalizer, buf.actor_obs),
+                ("critic", policy.critic_normalizer, buf.critic_obs),
             )
             if normalizer is not None
-        ]
+        }
         a = advantages.double()
         pack = NamedPack(torch.float64, a.device)
         pack.add("advantages", torch.stack([a.sum(), (a * a).sum(), a.new_tensor(float(a.numel()))]))
-        for i, (_, obs) in enumerate(normalizers):
-            pack.add(f"observations/{i}", moment_sums(obs))
+        for group, (_, obs) in observations.items():
+            pack.add(f"{group}_observations", moment_sums(obs))
         pooled = pack.all_reduce_sum(self.ctx)
-        for i, (normalizer, _) in enumerate(normalizers):
-            update_from_sums(normalizer, pooled[f"observations/{i}"])
+        for group, (normalizer, _) in observations.items():
+            update_from_sums(normalizer, pooled[f"{group}_observations"])
         total, squares, count = pooled["advantages"].tolist()
         mean = total / count
         return mean, max(squares / count - mean**2, 0.0) ** 0.5
