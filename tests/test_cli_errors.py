@@ -149,6 +149,16 @@ def _leaves(cfg, where: str = ""):
             yield f"{where}{field.name}", cfg, field.name, value
 
 
+def _flag_of(cfg, path: str) -> str:
+    """The flag of a dotted field path; the fields of a `flattened` nested config (the launch
+    options) have flags without its prefix."""
+    head, _, rest = path.partition(".")
+    if not rest:
+        return head.replace("_", "-")
+    inner = _flag_of(getattr(cfg, head), rest)
+    return inner if head in getattr(type(cfg), "flattened", ()) else f"{head.replace('_', '-')}.{inner}"
+
+
 def _replace_at(cfg, path: str, value):
     head, _, rest = path.partition(".")
     if not rest:
@@ -182,8 +192,8 @@ def test_every_numeric_field_is_checked(task_name):
     """Walks every field of the train and play configs of every task: non-finite floats are
     rejected everywhere, each declared range is enforced, and every integer field declares one
     (an integer has no NaN to catch, so without a range it would go unchecked)."""
-    from mjrl.cli.play import PlayConfig
     from mjrl.runner.config import TrainConfig, check_numbers, field_rules, validate
+    from mjrl.runner.play import PlayConfig
 
     task = load_task(task_name)
     configs = [
@@ -196,7 +206,7 @@ def test_every_numeric_field_is_checked(task_name):
         for path, owner, name, value in _leaves(cfg):
             if not _numeric(value) and value is not None:
                 continue
-            flag = "--" + path.replace("_", "-")
+            flag = "--" + _flag_of(cfg, path)
             rules = field_rules(type(owner)).get(name, ())
             is_int = isinstance(value[0] if isinstance(value, tuple) and value else value, int)
             assert rules or not is_int, f"integer field {path} declares no range in {type(owner).__name__}.bounds"

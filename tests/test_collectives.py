@@ -14,8 +14,10 @@ import torch.multiprocessing as mp
 from conftest import free_port
 
 from mjrl.distributed.context import DistContext
+from mjrl.distributed.packing import NamedPack
 from mjrl.rl.normalizer import RunningNormalizer
 from mjrl.rl.ppo import merge_into
+from mjrl.rl.statistics import update_metrics
 
 
 def _rank_data(rank: int) -> np.ndarray:
@@ -36,6 +38,9 @@ def _worker(rank: int, port: int, out: str) -> None:
         weights = [torch.full((4,), float(rank)), torch.full((2, 2), 10.0 * rank, dtype=torch.float64)]
         ctx.broadcast_tensors(weights)
         gathered = ctx.all_gather(torch.tensor([rank, 2 * rank]))
+        calls_before = ctx.comm.calls
+        pack = NamedPack().add("counts", [rank + 1.0, 2.0]).add("slowest_s", 3.0 * rank, reduce="max")
+        pooled = pack.add("signal", 15.0 * (1 - rank), reduce="max").all_gather(ctx)
         torch.save(
             {
                 "mean": normalizer.mean,
@@ -46,6 +51,8 @@ def _worker(rank: int, port: int, out: str) -> None:
                 "weights": weights,
                 "gathered": gathered,
                 "comm_calls": ctx.comm.calls,
+                "pack_calls": ctx.comm.calls - calls_before,
+                "pooled": pooled,
             },
             Path(out) / f"{rank}.pt",
         )
@@ -67,6 +74,14 @@ def test_two_ranks_merge_statistics_and_broadcast_identically(tmp_path):
     assert torch.equal(r1["weights"][0], torch.zeros(4))  # rank 0's values reached rank 1
     assert torch.equal(r0["gathered"], torch.tensor([[0, 0], [1, 2]]))
     assert r0["comm_calls"] > 0
+    # Named fields in one all_gather, each pooled by its own reduction.
+    for r in (r0, r1):
+        assert r["pack_calls"] == 1
+        assert {k: v.tolist() for k, v in r["pooled"].items()} == {
+            "counts": [3.0, 4.0],
+            "slowest_s": 3.0,
+            "signal": 15.0,
+        }
 
 
 # ---------------------------------------------------------------- PPO update: 2 ranks == 1 rank
@@ -103,8 +118,9 @@ def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
     data = _rollout(envs)
     last_values = data.pop("last_values")
     buf = RolloutBuffer(**data, step=6)
-    ppo.update(buf, last_values)
-    return {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
+    sums = ppo.update(buf, last_values)
+    state = {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
+    return state | {f"sums/{k}": v for k, v in sums.items()}
 
 
 def _update_worker(rank: int, port: int, out: str, sync: str) -> None:
@@ -123,17 +139,24 @@ def test_two_ranks_with_half_the_data_update_exactly_like_one_rank_with_all(tmp_
     mp.spawn(_update_worker, args=(port, str(tmp_path), "gradients"), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"gradients-{r}.pt", weights_only=True) for r in (0, 1))
     single = _update(DistContext(device=torch.device("cpu")), slice(0, 8), "gradients")
-    for key in single:
+    for key in (k for k in single if not k.startswith("sums/")):
         assert torch.equal(r0[key], r1[key]), key  # bit-identical replicas
         # Same maths as one rank on the pooled data (float32 sums in another order).
         torch.testing.assert_close(r0[key], single[key], rtol=1e-5, atol=1e-6, msg=key)
     assert not torch.equal(single["actor.0.weight"], _initial_actor_weight())  # the update did move it
+    # The update's sums, added over the ranks (as the runner's gather does), give the figures
+    # of one rank with all the data: the explained variance of the pooled rollout included.
+    pooled = update_metrics({k[5:]: (r0[k] + r1[k]).item() for k in r0 if k.startswith("sums/")})
+    alone = update_metrics({k[5:]: v.item() for k, v in single.items() if k.startswith("sums/")})
+    assert pooled.keys() == alone.keys() and -1.0 < alone["explained_variance"] < 1.0
+    for name in ("explained_variance", "clip_fraction"):
+        assert abs(pooled[name] - alone[name]) < 1e-6, (name, pooled[name], alone[name])
 
 
 def test_rollout_sync_mode_keeps_replicas_bit_identical(tmp_path):
     mp.spawn(_update_worker, args=(free_port(), str(tmp_path), "rollout"), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"rollout-{r}.pt", weights_only=True) for r in (0, 1))
-    assert all(torch.equal(r0[k], r1[k]) for k in r0)
+    assert all(torch.equal(r0[k], r1[k]) for k in r0 if not k.startswith("sums/"))
     assert not torch.equal(r0["actor.0.weight"], _initial_actor_weight())
 
 
@@ -189,7 +212,6 @@ def _every_collective(ctx: DistContext) -> dict:
     calls = {
         "all_reduce_sum": lambda: ctx.all_reduce_sum(torch.ones(3)),
         "all_reduce_mean": lambda: ctx.all_reduce_mean(torch.ones(3)),
-        "all_reduce_max": lambda: ctx.all_reduce_max(torch.ones(3)),
         "all_gather": lambda: ctx.all_gather(torch.ones(3)),
         "broadcast": lambda: ctx.broadcast(torch.ones(3)),
         "broadcast_tensors": lambda: ctx.broadcast_tensors([torch.ones(3), torch.ones(2, dtype=torch.float64)]),

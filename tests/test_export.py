@@ -14,10 +14,10 @@ import torch
 from conftest import TINY_RUN, last_json, run_cli
 
 from mjrl.cli.main import main as mjrl_main
-from mjrl.cli.play import trained_env_config
 from mjrl.runner.checkpoint import load_newest_checkpoint
 from mjrl.runner.evaluate import load_trained
 from mjrl.runner.export import Sidecar
+from mjrl.runner.play import trained_env_config
 from mjrl.tasks import load_task
 
 CARTPOLE, QUADRUPED = "Mjrl-Cartpole-Balance", "Mjrl-Velocity-Flat-Quadruped"

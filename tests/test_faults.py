@@ -393,7 +393,8 @@ def test_two_ranks_reject_a_checkpoint_of_another_shape_with_exit_code_2(log_roo
 
 def _failing_rank(rank: int, port: int, log_root: str, out: str) -> None:
     """One rank of a 2-rank job run in-process, as the launcher's worker runs it."""
-    from mjrl.cli.train import _distributed_worker, parse_train_args
+    from mjrl.cli.train import parse_train_args
+    from mjrl.runner.job import rank_worker
 
     os.environ.update(
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1"
@@ -401,7 +402,7 @@ def _failing_rank(rank: int, port: int, log_root: str, out: str) -> None:
     os.environ["MASTER_PORT"] = str(port)
     task, cfg = parse_train_args([TASK, *BASE, "--log-root", log_root, "--distributed", "True", "--fault", "raise@1:0"])
     try:
-        _distributed_worker(task, cfg)
+        rank_worker(task, cfg)
     except RuntimeError as exc:
         import torch.distributed as dist
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from mjrl.rl.networks import DiagonalGaussian
-from mjrl.rl.normalizer import RunningNormalizer, merge_moments
+from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
 from mjrl.rl.ppo import compute_gae, gaussian_kl, surrogate_loss, value_loss
 
 
@@ -64,7 +64,7 @@ def test_normalizer_matches_numpy_over_batches():
     data = rng.normal(loc=[3.0, -2.0, 0.0], scale=[0.1, 5.0, 1.0], size=(1000, 3))
     norm = RunningNormalizer(3)
     for chunk in np.array_split(data, 7):
-        norm.update(RunningNormalizer.batch_moments(torch.tensor(chunk)))
+        update_from_sums(norm, moment_sums(torch.tensor(chunk)))
     assert norm.mean.dtype == torch.float64
     np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-10)
     np.testing.assert_allclose(norm.var.numpy(), data.var(0), rtol=1e-10)
@@ -72,12 +72,15 @@ def test_normalizer_matches_numpy_over_batches():
     np.testing.assert_allclose(out, (data[:5] - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), rtol=1e-4)
 
 
-def test_merged_moments_equal_pooled_data():
+def test_summed_moments_of_two_batches_give_the_statistics_of_the_pooled_data():
+    """What pooling over ranks relies on: adding the batches' moment sums (one all-reduce)."""
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(100, 2)), rng.normal(3.0, 2.0, size=(37, 2))
-    merged = merge_moments([RunningNormalizer.batch_moments(torch.tensor(x)) for x in (a, b)])
-    pooled = RunningNormalizer.batch_moments(torch.tensor(np.concatenate([a, b])))
-    assert torch.allclose(merged, pooled, rtol=1e-12)
+    pooled = RunningNormalizer(2)
+    update_from_sums(pooled, moment_sums(torch.tensor(a)) + moment_sums(torch.tensor(b)))
+    data = np.concatenate([a, b])
+    np.testing.assert_allclose(pooled.mean.numpy(), data.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(pooled.var.numpy(), data.var(0), rtol=1e-10)
 
 
 def test_adam_matches_torch_adam():

@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
+import shutil
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from conftest import TINY_RUN, last_json, read_jsonl, run_cli
@@ -161,3 +163,55 @@ def test_tensorboard_shows_each_iteration_once_after_a_resume(log_root):
     events = EventAccumulator(str(first / "tensorboard"))
     events.Reload()
     assert [e.step for e in events.Scalars("mean_step_reward")] == [0, 1, 2, 3]
+
+
+# A run of 2 iterations written by the code before issue 12 (commit 0d6912e), with these flags;
+# and what that code logged after resuming it to 4 iterations (no timings: they vary).
+BEFORE_ISSUE12 = Path(__file__).parent / "data" / "run-before-issue12"
+OLD_RUN_FLAGS = [*TINY_RUN, "--agent.actor-hidden-dims", "8", "--agent.critic-hidden-dims", "8"]
+OLD_CODE_RESUMED = [
+    {
+        "iteration": 2,
+        "env_steps": 768,
+        "surrogate_loss": -0.006093988567590714,
+        "value_loss": 22.639157104492188,
+        "entropy": 1.457883644104004,
+        "mean_kl": 0.0010007226839661599,
+        "mean_learning_rate": 0.009999999999999998,
+        "learning_rate": 0.01,
+        "action_std": 1.0461180210113525,
+        "mean_step_reward": 0.709646550938487,
+    },
+    {
+        "iteration": 3,
+        "env_steps": 1024,
+        "surrogate_loss": -0.01031416654586792,
+        "value_loss": 2.319693374633789,
+        "entropy": 1.4540682792663575,
+        "mean_kl": 0.00620502457022667,
+        "mean_learning_rate": 0.009999999999999998,
+        "learning_rate": 0.01,
+        "action_std": 1.0028585195541382,
+        "mean_step_reward": 0.2099655424244702,
+    },
+]
+
+
+def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path):
+    """Checkpoints and config.yaml keep their keys (flat launch options, `wandb_id`, `rng`): an
+    older run resumes, with its optimizer state, learning rate and random streams, and goes on
+    exactly as the code that wrote it would have."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(BEFORE_ISSUE12, run_dir)
+    result = run_cli("train", TASK, *OLD_RUN_FLAGS, "--agent.max-iterations", "4", "--resume-dir", str(run_dir))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resuming at iteration 2" in result.stdout
+    resumed = read_jsonl(run_dir / "metrics.jsonl")[2:]
+    for line, expected in zip(resumed, OLD_CODE_RESUMED, strict=True):
+        assert {k: line[k] for k in expected} == pytest.approx(expected, rel=1e-5)
+    checkpoint = load_checkpoint(run_dir / "checkpoints" / "model_000004.pt")
+    old = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
+    assert checkpoint.keys() == old.keys() and checkpoint["wandb_id"] == old["wandb_id"]
+    assert checkpoint["config"].keys() == old["config"].keys()  # launch options stay flat keys
+    reproduced = run_cli("train", "--config", str(run_dir / "config.yaml"), "--help")
+    assert reproduced.returncode == 0, reproduced.stderr[-2000:]  # the old config.yaml still parses

@@ -10,11 +10,11 @@ import torch
 import yaml
 from conftest import last_json, read_jsonl, run_cli
 
-from mjrl.cli.play import PlayConfig, evaluate, trained_env_config
 from mjrl.envs import VecEnv
 from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
 from mjrl.runner.config import TrainConfig, apply_dict
 from mjrl.runner.evaluate import run_episodes
+from mjrl.runner.play import PlayConfig, evaluate, trained_env_config
 from mjrl.runner.runner import build_policy
 from mjrl.tasks import load_task
 

@@ -49,11 +49,11 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     """Load the checkpoint, build one env on the CPU for the observation layout, export."""
     import torch
 
-    from mjrl.cli.play import _load, trained_env_config
     from mjrl.runner.evaluate import load_trained
     from mjrl.runner.export import default_output, export_policy
+    from mjrl.runner.play import load_checkpoint_of, trained_env_config
 
-    path, state = _load(task, cfg.checkpoint, cfg.run_dir)
+    path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
     run_dir = Path(cfg.run_dir) if cfg.run_dir else _run_dir_of(path)
     out = Path(cfg.out) if cfg.out else default_output(run_dir, cfg.format)
     if out.is_dir():

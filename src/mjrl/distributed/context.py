@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from mjrl.distributed.packing import split_like
 from mjrl.distributed.watchdog import Watchdog
 from mjrl.errors import UsageError
 
@@ -217,12 +218,6 @@ class DistContext:
             tensor /= self.world_size
         return tensor
 
-    def all_reduce_max(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Maximum of `tensor` over all ranks, in place; returns it."""
-        if self.is_distributed:
-            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.MAX, async_op=True))
-        return tensor
-
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """(world_size, *tensor.shape): every rank's `tensor`."""
         if not self.is_distributed:
@@ -245,12 +240,9 @@ class DistContext:
         for t in tensors:
             by_dtype.setdefault(t.dtype, []).append(t)
         for group in by_dtype.values():
-            flat = torch.cat([t.detach().reshape(-1) for t in group])
-            self.broadcast(flat, src=src)
-            offset = 0
-            for t in group:
-                t.data.copy_(flat[offset : offset + t.numel()].view_as(t))
-                offset += t.numel()
+            flat = self.broadcast(torch.cat([t.detach().reshape(-1) for t in group]), src=src)
+            for t, received in zip(group, split_like(flat, group), strict=True):
+                t.data.copy_(received)
 
     def broadcast_text(self, text: str | None, src: int = 0) -> str:
         """Send a short string from rank `src` to every rank (as a uint8 tensor, not a pickle)."""

@@ -7,7 +7,6 @@ torchrun's: etcd rendezvous, three restarts) and runs a module-level worker func
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import time
 import uuid
@@ -17,19 +16,11 @@ from typing import Any
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from mjrl.distributed.options import LaunchOptions
 from mjrl.errors import UsageError
 
-
-@dataclasses.dataclass(frozen=True)
-class LaunchOptions:
-    nproc_per_node: int
-    nnodes: int = 1
-    node_rank: int = -1
-    rdzv_endpoint: str = ""
-    rdzv_id: str = ""
-    max_restarts: int = 0
-    rdzv_timeout_s: float = 60.0
-    monitor_interval_s: float = 0.1
+MONITOR_INTERVAL_S = 0.1
+"""How often torch's agent checks its workers."""
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:
@@ -75,7 +66,7 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         else {"timeout": opts.rdzv_timeout_s, "join_timeout": opts.rdzv_timeout_s},
         rdzv_timeout=opts.rdzv_timeout_s,
         max_restarts=opts.max_restarts,
-        monitor_interval=opts.monitor_interval_s,
+        monitor_interval=MONITOR_INTERVAL_S,
         start_method="spawn",
         log_line_prefix_template=None,
         metrics_cfg={},

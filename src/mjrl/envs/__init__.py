@@ -9,5 +9,6 @@ from mjrl.envs.env import (
     TerminationTerm,
     VecEnv,
 )
+from mjrl.envs.task import Task
 
-__all__ = ["EnvConfig", "EventTerm", "ObsTerm", "RewardTerm", "TaskSpec", "TerminationTerm", "VecEnv"]
+__all__ = ["EnvConfig", "EventTerm", "ObsTerm", "RewardTerm", "Task", "TaskSpec", "TerminationTerm", "VecEnv"]

@@ -134,7 +134,6 @@ class VecEnv:
         }
         self._reset_stats()
         self.obs_dims = {}
-        self.inject_nan_actions = False
         self._memo: dict[Callable, torch.Tensor] | None = None
         self._actor_noise_std: torch.Tensor | None = None
         weights = [term.weight for term in task.rewards.values()]
@@ -163,8 +162,6 @@ class VecEnv:
         """
         self.last_actions.copy_(self.actions)
         self.actions.copy_(actions.clamp(-self.cfg.action_clip, self.cfg.action_clip))
-        if self.inject_nan_actions:  # fault injection (tests): a corrupted controller
-            self.actions[: self.num_envs // 2] = float("nan")
         self.sim.ctrl.copy_(self.action_offset + self.cfg.action_scale * self.actions)
         self._run_interval_events()
         self.sim.step()

@@ -40,14 +40,6 @@ class RunningNormalizer(nn.Module):
             self._scale_key = key
         return self._scale_cache
 
-    @staticmethod
-    def batch_moments(x: torch.Tensor) -> torch.Tensor:
-        """[count, mean..., M2...] of a (N, dim) batch in float64 (M2: sum of squared deviations)."""
-        x = x.reshape(-1, x.shape[-1]).double()
-        mean = x.mean(dim=0)
-        m2 = ((x - mean) ** 2).sum(dim=0)
-        return torch.cat([x.new_tensor([x.shape[0]]), mean, m2])
-
     @torch.no_grad()
     def reset(self) -> None:
         """Forget every statistic: mean 0, variance 1, no data."""
@@ -57,7 +49,8 @@ class RunningNormalizer(nn.Module):
 
     @torch.no_grad()
     def update(self, moments: torch.Tensor) -> None:
-        """Merge batch moments (from `batch_moments`, or merged ones) into the running stats."""
+        """Merge [count, mean..., M2...] of new data (M2: its sums of squared deviations) into the
+        running statistics."""
         dim = self.mean.shape[0]
         n_b, mean_b, m2_b = moments[0], moments[1 : 1 + dim], moments[1 + dim :]
         n_a = self.count
@@ -67,18 +60,6 @@ class RunningNormalizer(nn.Module):
         self.mean += delta * n_b / n
         self.var.copy_(m2 / n)
         self.count.copy_(n)
-
-
-def merge_moments(moments: list[torch.Tensor]) -> torch.Tensor:
-    """Combine [count, mean, M2] vectors of disjoint batches into those of their union."""
-    dim = (moments[0].shape[0] - 1) // 2
-    counts = torch.stack([m[0] for m in moments])
-    means = torch.stack([m[1 : 1 + dim] for m in moments])
-    m2s = torch.stack([m[1 + dim :] for m in moments])
-    n = counts.sum()
-    mean = (counts[:, None] * means).sum(0) / n
-    m2 = m2s.sum(0) + (counts[:, None] * (means - mean) ** 2).sum(0)
-    return torch.cat([n.view(1), mean, m2])
 
 
 def moment_sums(x: torch.Tensor) -> torch.Tensor:

@@ -13,10 +13,12 @@ import dataclasses
 import torch
 
 from mjrl.distributed import DistContext
+from mjrl.distributed.packing import NamedPack, split_like
 from mjrl.rl.config import AgentConfig
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
 from mjrl.rl.optim import Adam
+from mjrl.rl.statistics import STEP_STATISTICS, rollout_sums
 
 
 @dataclasses.dataclass
@@ -157,8 +159,10 @@ class PPO:
         return self.policy.value(self.policy.normalize_critic(critic_obs))
 
     def update(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
-        """One PPO update on the rollout. Returns this rank's sums over its minibatch steps, by
-        name (see `UPDATE_SUMS`), for the caller to reduce with its other metrics."""
+        """One PPO update on the rollout. Returns this rank's sums by name: over its minibatch
+        steps (`STEP_STATISTICS`, the learning rate, the step count) and over its rollout (for the
+        explained variance), for the caller to pool over ranks with its other metrics and turn
+        into means with `mjrl.rl.statistics.update_metrics`."""
         cfg = self.cfg
         self._attach_gradients()
         advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
@@ -189,7 +193,7 @@ class PPO:
 
         per_step_sync = cfg.sync == "gradients"
         start = None if per_step_sync else self._snapshot()
-        sums = torch.zeros(4, device=self.ctx.device)  # surrogate, value, entropy, kl
+        sums = torch.zeros(len(STEP_STATISTICS), device=self.ctx.device)
         updates = skipped = 0
         learning_rate_sum = 0.0  # the rate each step used: the adaptive schedule moves it within the update
         for _ in range(cfg.num_learning_epochs):
@@ -209,6 +213,8 @@ class PPO:
                 loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
                 with torch.no_grad():
                     kl = gaussian_kl(mb["mu"], mb["std"], dist.mean, dist.stddev).mean()
+                    ratio = torch.exp(log_prob - mb["log_probs"])
+                    clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
 
                 # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
                 # "gradients" mode, kept local in "rollout" mode.
@@ -228,31 +234,28 @@ class PPO:
 
                 self.clip_gradients()
                 self.optimizer.step()
-                sums += torch.stack([surrogate.detach(), v_loss.detach(), entropy.detach(), kl])
+                sums += torch.stack([surrogate.detach(), v_loss.detach(), entropy.detach(), kl, clip_fraction])
                 learning_rate_sum += self.learning_rate
                 updates += 1
                 if per_step_sync:
                     self.consecutive_skips = 0
         if not per_step_sync:
-            self._average_rollout_update(start, sums[3] / max(updates, 1), skipped > 0)
+            kl_sum = sums[STEP_STATISTICS.index("mean_kl")]
+            self._average_rollout_update(start, kl_sum / max(updates, 1), skipped > 0)
 
-        surrogate_sum, value_sum, entropy_sum, kl_sum = sums.double()
+        step_sums = dict(zip(STEP_STATISTICS, sums.double().unbind(), strict=True))
         return {
-            "surrogate_loss": surrogate_sum,
-            "value_loss": value_sum,
-            "entropy": entropy_sum,
-            "mean_kl": kl_sum,
-            "mean_learning_rate": surrogate_sum.new_tensor(learning_rate_sum),
-            "steps": surrogate_sum.new_tensor(float(updates)),
+            **step_sums,
+            "mean_learning_rate": sums.new_tensor(learning_rate_sum, dtype=torch.float64),
+            "steps": sums.new_tensor(float(updates), dtype=torch.float64),
+            **rollout_sums(returns, buf.values),
         }
 
     def _attach_gradients(self) -> None:
         """(Re)make every parameter's `.grad` a view into `flat_grad`: backward accumulates into
         an existing `.grad` in place, so the views stay, unless some code replaces them."""
-        offset = 0
-        for p in self.grad_order:
-            p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
-            offset += p.numel()
+        for p, grad in zip(self.grad_order, split_like(self.flat_grad[: self.grad_size], self.grad_order), strict=True):
+            p.grad = grad
 
     def clip_gradients(self) -> None:
         """Scale gradients down to a norm of at most `max_grad_norm`: the global norm, or the
@@ -295,22 +298,20 @@ class PPO:
         """Average the change of parameters and Adam moments over ranks with one all-reduce;
         if any rank met a non-finite value, every rank returns to the starting state."""
         current = [*self.params, *self.optimizer.tensors()]
-        deltas = [(now.detach() - before).reshape(-1).float() for now, before in zip(current, start, strict=True)]
-        flat = torch.cat([*deltas, local_kl.view(1).float(), torch.tensor([float(local_skip)], device=local_kl.device)])
-        self.ctx.all_reduce_mean(flat)
-        any_skip = flat[-1].item() > 0
-        offset = 0
+        deltas = [(now.detach() - before).reshape(-1) for now, before in zip(current, start, strict=True)]
+        pack = NamedPack(torch.float32, local_kl.device)
+        pack.add("deltas", torch.cat(deltas)).add("kl", local_kl).add("skip", float(local_skip))
+        mean = pack.all_reduce_mean(self.ctx)
+        any_skip = mean["skip"].item() > 0
         with torch.no_grad():
-            for tensor, before in zip(current, start, strict=True):
-                delta = flat[offset : offset + tensor.numel()].view_as(tensor).to(tensor.dtype)
-                tensor.copy_(before if any_skip else before + delta)
-                offset += tensor.numel()
+            for tensor, before, delta in zip(current, start, split_like(mean["deltas"], current), strict=True):
+                tensor.copy_(before if any_skip else before + delta.to(tensor.dtype))
         if any_skip:
             self._count_skip()
             return
         self.consecutive_skips = 0
         if self.cfg.schedule == "adaptive":
-            self._adapt_learning_rate(flat[-2].item())
+            self._adapt_learning_rate(mean["kl"].item())
 
     # ------------------------------------------------------------------------------ common
 
@@ -335,24 +336,24 @@ class PPO:
         self.optimizer.lr = learning_rate
 
     def _pool_rollout_statistics(self, advantages: torch.Tensor, buf: RolloutBuffer) -> tuple[float, float]:
-        normalizers = [
-            (normalizer, obs)
-            for normalizer, obs in (
-                (self.policy.actor_normalizer, buf.actor_obs),
-                (self.policy.critic_normalizer, buf.critic_obs),
+        policy = self.policy
+        observations = {
+            group: (normalizer, obs)
+            for group, normalizer, obs in (
+                ("actor", policy.actor_normalizer, buf.actor_obs),
+                ("critic", policy.critic_normalizer, buf.critic_obs),
             )
             if normalizer is not None
-        ]
+        }
         a = advantages.double()
-        local = [torch.stack([a.sum(), (a * a).sum(), a.new_tensor(float(a.numel()))])]
-        local += [moment_sums(obs) for _, obs in normalizers]
-        pooled = self.ctx.all_reduce_sum(torch.cat(local))
-        offset = 3
-        for normalizer, obs in normalizers:
-            size = 1 + 2 * obs.shape[-1]
-            update_from_sums(normalizer, pooled[offset : offset + size])
-            offset += size
-        total, squares, count = pooled[:3].tolist()
+        pack = NamedPack(torch.float64, a.device)
+        pack.add("advantages", torch.stack([a.sum(), (a * a).sum(), a.new_tensor(float(a.numel()))]))
+        for group, (_, obs) in observations.items():
+            pack.add(f"{group}_observations", moment_sums(obs))
+        pooled = pack.all_reduce_sum(self.ctx)
+        for group, (normalizer, _) in observations.items():
+            update_from_sums(normalizer, pooled[f"{group}_observations"])
+        total, squares, count = pooled["advantages"].tolist()
         mean = total / count
         return mean, max(squares / count - mean**2, 0.0) ** 0.5
 

@@ -7,8 +7,11 @@ import math
 import re
 import types
 import typing
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
+import tyro
+
+from mjrl.distributed.options import LaunchOptions
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
 from mjrl.rl.config import AgentConfig
@@ -46,24 +49,9 @@ class TrainConfig(Generic[EnvT]):
     distributed: bool = False
     """Run as one rank of a job started by torchrun (`torchrun ... --no_python train TASK
     --distributed True`): rank, world size and rendezvous come from the launcher's variables."""
-    nproc_per_node: int = 0
-    """Start this many ranks on this node with mjrl's built-in elastic launcher (0: one process,
-    no launcher)."""
-    nnodes: int = 1
-    """Nodes of the job (built-in launcher); start `train` on each node with the same flags."""
-    node_rank: int = -1
-    """This node's rank for a static rendezvous at --rdzv-endpoint (-1: c10d rendezvous assigns
-    node ranks)."""
-    rdzv_endpoint: str = ""
-    """HOST:PORT where the nodes meet (needed with --nnodes > 1; default: a free local port)."""
-    rdzv_id: str = ""
-    """Job id shared by all nodes (needed with --nnodes > 1; default: a fresh id). Restarts of
-    the same job id continue the same run directory."""
-    rdzv_timeout_s: float = 60.0
-    """How long the built-in launcher waits for all nodes to join the rendezvous."""
-    max_restarts: int = 0
-    """Restart the workers of this node up to this many times after a failure; each restart
-    resumes from the newest checkpoint (torch counts restarts per node)."""
+    # Flattened (see `flattened`): `--nproc-per-node`, not `--launch.nproc-per-node`.
+    launch: Annotated[LaunchOptions, tyro.conf.OmitArgPrefixes] = LaunchOptions()
+    """mjrl's built-in elastic launcher: ranks per node, nodes and where they meet."""
     collective_timeout_s: float = 300.0
     """Timeout of every collective operation (torch's defaults are 10 to 30 minutes)."""
     hang_timeout_s: float = 60.0
@@ -93,11 +81,6 @@ class TrainConfig(Generic[EnvT]):
 
     bounds: ClassVar[dict] = {
         "seed": ">= 0",
-        "nproc_per_node": ">= 0",
-        "nnodes": ">= 1",
-        "node_rank": ">= -1",
-        "rdzv_timeout_s": "> 0",
-        "max_restarts": ">= 0",
         "collective_timeout_s": "> 0",
         "hang_timeout_s": "> 0",
         "startup_timeout_s": "> 0",
@@ -106,12 +89,21 @@ class TrainConfig(Generic[EnvT]):
         "video_seconds": "> 0",
     }
     """Ranges of the numeric fields, checked by `check_numbers` (as in every config class)."""
+    flattened: ClassVar[tuple[str, ...]] = ("launch",)
+    """Nested configs whose fields read as this config's own: their flags have no prefix, and
+    `to_dict` and `apply_dict` write and read their keys flat, as config files and checkpoints
+    held them before they were nested."""
 
 
 def to_dict(cfg: Any) -> Any:
-    """Dataclasses to nested dicts of plain values (tuples become lists), for YAML and checkpoints."""
+    """Dataclasses to nested dicts of plain values (tuples become lists), for YAML and checkpoints;
+    the fields of a `flattened` nested config go into its parent's dict."""
     if dataclasses.is_dataclass(cfg):
-        return {f.name: to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+        out = {}
+        for f in dataclasses.fields(cfg):
+            value = to_dict(getattr(cfg, f.name))
+            out.update(value if f.name in _flattened(cfg) else {f.name: value})
+        return out
     if isinstance(cfg, tuple):
         return [to_dict(v) for v in cfg]
     return cfg
@@ -132,11 +124,17 @@ def experiment_config(task_name: str, given: TrainConfig) -> dict[str, Any]:
     return {"task": task_name, **config}
 
 
+def _flattened(cfg: Any) -> tuple[str, ...]:
+    return getattr(type(cfg), "flattened", ())
+
+
 def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
-    """Return `cfg` with the (possibly partial, nested) `values` applied; unknown keys are errors."""
+    """Return `cfg` with the (possibly partial, nested) `values` applied; unknown keys are errors.
+    Keys of a `flattened` nested config may stand at this level (as `to_dict` writes them)."""
     hints = typing.get_type_hints(type(cfg))
     fields = {f.name: f for f in dataclasses.fields(cfg)}
     changes = {}
+    values = _nest_flattened(cfg, values)
     for key, value in values.items():
         name = key.replace("-", "_")
         if name not in fields:
@@ -149,6 +147,17 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
         else:
             changes[name] = _coerce(value, hints[name], f"{where}{key}")
     return dataclasses.replace(cfg, **changes)
+
+
+def _nest_flattened(cfg: Any, values: dict) -> dict:
+    """`values` with the keys of `flattened` nested configs moved under their config's name."""
+    values = dict(values)
+    for name in _flattened(cfg):
+        inner = {f.name for f in dataclasses.fields(getattr(cfg, name))}
+        moved = {k: values.pop(k) for k in list(values) if k.replace("-", "_") in inner}
+        if moved:
+            values[name] = {**values.get(name, {}), **moved}
+    return values
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
@@ -252,7 +261,7 @@ def check_numbers(cfg: Any, where: str = "") -> None:
     for name in names:
         value = getattr(cfg, name)
         if dataclasses.is_dataclass(value):
-            check_numbers(value, f"{where}{name}.")
+            check_numbers(value, where if name in _flattened(cfg) else f"{where}{name}.")
             continue
         flag = "--" + f"{where}{name}".replace("_", "-")
         items = value if isinstance(value, tuple) else (value,)
@@ -271,7 +280,7 @@ def validate(cfg: TrainConfig) -> None:
     """Reject configs that cannot run, with a message saying which flag to change."""
     check_numbers(cfg)
     env, agent = cfg.env, cfg.agent
-    if cfg.distributed and cfg.nproc_per_node:
+    if cfg.distributed and cfg.launch.nproc_per_node:
         raise UsageError(
             "--distributed True is for workers started by torchrun and --nproc-per-node starts mjrl's own "
             "launcher: give one of them"

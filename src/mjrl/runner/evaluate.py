@@ -160,8 +160,7 @@ def load_trained(
     """An env built from `env_cfg` and the checkpoint's policy on it, in eval mode: what `play`,
     videos and export start from."""
     from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.runner import build_policy  # the runner imports this module
-    from mjrl.runner.start import restore_policy
+    from mjrl.runner.start import build_policy, restore_policy
 
     train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)

@@ -67,3 +67,11 @@ class Fault:
         if self.kind == "perturb":
             with torch.no_grad():
                 parameters[0].view(-1)[0] += 1e-3
+
+
+def nan_actions(actions: torch.Tensor) -> torch.Tensor:
+    """`actions` with the first half of the envs' rows NaN: a corrupted controller. A copy, so
+    the rollout stores the policy's own (finite) actions, as it does for any controller fault."""
+    corrupted = actions.clone()
+    corrupted[: actions.shape[0] // 2] = float("nan")
+    return corrupted

@@ -10,65 +10,48 @@ import contextlib
 import dataclasses
 import hashlib
 import os
-import socket
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from mjrl.distributed import DistContext
-from mjrl.envs import VecEnv
-from mjrl.rl.networks import ActorCritic
+from mjrl.distributed.preemption import Preempted, StopFlag
+from mjrl.envs import Task, VecEnv
+from mjrl.rl.config import AgentConfig
 from mjrl.rl.ppo import PPO, RolloutBuffer
-from mjrl.runner.checkpoint import checkpoint_path, remove_stale_temporaries, save_checkpoint
-from mjrl.runner.config import TrainConfig, experiment_config, to_dict, validate
+from mjrl.rl.statistics import update_metrics
+from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
+from mjrl.runner.config import TrainConfig, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.export import default_output, export_policy
-from mjrl.runner.faults import Fault
-from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
-from mjrl.runner.preemption import Preempted, StopFlag
+from mjrl.runner.faults import Fault, nan_actions
+from mjrl.runner.metrics import episode_metrics, pack_iteration, term_metrics
+from mjrl.runner.outputs import RunOutputs
 from mjrl.runner.start import (
     agree_on_run,
-    generator_state,
+    build_policy,
     reseed_after_resume,
     restore_policy_everywhere,
-    restore_training_state,
     seed_everything,
-    sync_from_main,
     warm_up_normalizers,
 )
-from mjrl.runner.video import ClipRecorder
-from mjrl.sim.render import pick_gl_backend
-
-
-def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
-    a = cfg.agent
-    return ActorCritic(
-        env.obs_dims["actor"],
-        env.obs_dims["critic"],
-        env.num_actions,
-        a.actor_hidden_dims,
-        a.critic_hidden_dims,
-        a.activation,
-        a.init_noise_std,
-        a.normalize_observations,
-    ).to(device)
+from mjrl.runner.state import TrainingState, checkpoint_contents, restore_training_state, sync_from_main
 
 
 class Runner:
     def __init__(
         self,
-        task: Any,
+        task: Task[AgentConfig],
         cfg: TrainConfig,
         ctx: DistContext,
         env: VecEnv,
         ppo: PPO,
         run_dir: Path,
-        start: dict[str, Any],
+        state: TrainingState,
+        resumed: bool,
         stop: StopFlag,
         given: TrainConfig | None = None,
     ):
@@ -76,15 +59,12 @@ class Runner:
         self.task_name = task.name
         self.cfg = cfg
         self.given = given or cfg  # the config as the user gave it (before the launcher's changes)
-        self.resumed_at = start["iteration"] if start.get("resumed") else None
+        self.resumed_at = state.iteration if resumed else None
         self.ctx = ctx
         self.env = env
         self.ppo = ppo
         self.run_dir = run_dir
-        self.iteration = start["iteration"]
-        self.env_steps = start["env_steps"]
-        self.wall_s = start["wall_s"]
-        self.wandb_id = start["wandb_id"]
+        self.state = state
         self.buffer = RolloutBuffer.allocate(
             cfg.agent.num_steps_per_env,
             env.num_envs,
@@ -93,21 +73,19 @@ class Runner:
             env.num_actions,
             ctx.device,
         )
-        self.metrics_file: MetricsFile | None = None
-        self.tracker: Tracker | None = None
-        self.rank_log: RankLog | None = None
+        self.outputs = RunOutputs(ctx, run_dir)
         self.fault = Fault.parse(cfg.fault)
+        self.corrupt_actions = False  # this iteration's actions are corrupted (--fault nan@...)
         self.stop = stop
         self.saved_on_stop = False
         self.last_checkpoint: Path | None = None
         self.eval_env: VecEnv | None = None
-        self.clips: ClipRecorder | None = None
 
     # ------------------------------------------------------------------------- the loop
 
     def run(self) -> dict[str, Any]:
-        self._open_outputs()
-        self._print_header()
+        self.outputs.open(self.task_name, self.cfg, self.given, self.state, self.resumed_at, self.env)
+        self.outputs.print_header(self.task_name, self.cfg, self.state.iteration)
         if self.ctx.watchdog is not None:
             self.ctx.watchdog.arm()
         max_it = self.cfg.agent.max_iterations
@@ -115,10 +93,11 @@ class Runner:
         session_start, session_iterations = time.perf_counter(), 0
         stop_signal = 0
         try:
-            while self.iteration < max_it:
+            while self.state.iteration < max_it:
                 self._inject_fault()
-                if self.clips is not None and self.iteration % self.cfg.video_interval == 0:
-                    self.clips.start(self.iteration)
+                clips = self.outputs.clips
+                if clips is not None and self.state.iteration % self.cfg.video_interval == 0:
+                    clips.start(self.state.iteration)
                 t0 = self._clock()
                 comm_before = self.ctx.comm.seconds
                 last_values = self.collect()
@@ -128,17 +107,17 @@ class Runner:
                 t2 = self._clock()
                 collective_s = self.ctx.comm.seconds - comm_before
                 metrics, stop_signal = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
-                self.iteration += 1
+                self.state.iteration += 1
                 if not stop_signal:
                     metrics.update(self._evaluate_if_due())
                 session_iterations += 1
                 per_iteration = (time.perf_counter() - session_start) / session_iterations
-                self._log(metrics, eta_s=per_iteration * (max_it - self.iteration))
-                self._log_clips()
+                self.outputs.log(metrics, max_it, eta_s=per_iteration * (max_it - self.state.iteration))
+                self.outputs.log_clips()
                 if stop_signal:
                     break
                 self._check_replicas()
-                if self.iteration % self.cfg.agent.save_interval == 0 and self.iteration < max_it:
+                if self.state.iteration % self.cfg.agent.save_interval == 0 and self.state.iteration < max_it:
                     self.save()
             # Every rank leaves the loop after the same iteration. What is left (the last
             # checkpoint, the export, closing the trackers) is rank 0's alone and involves no
@@ -148,16 +127,17 @@ class Runner:
             self._inject_fault()
             checkpoint = self.save()
             if stop_signal:
-                raise Preempted(stop_signal, self.iteration, checkpoint, self.run_dir)
+                raise Preempted(stop_signal, self.state.iteration, checkpoint, self.run_dir)
             self._export()
         finally:
-            self._close_outputs()
+            # Stopped by a signal, the run does not wait for the clips still being drawn.
+            self.outputs.close(wait_for_clips=not self.stop.requested)
         return {
             "rank": self.ctx.rank,
             "parameters_sha256": parameters_sha256(self.ppo.policy),
             "run_dir": str(self.run_dir),
-            "iterations": self.iteration,
-            "env_steps": self.env_steps,
+            "iterations": self.state.iteration,
+            "env_steps": self.state.env_steps,
             "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
             "final_metrics": metrics,
         }
@@ -186,7 +166,7 @@ class Runner:
     @torch.no_grad()
     def collect(self) -> torch.Tensor:
         """Fill the rollout buffer; returns the values of the observations after the last step."""
-        env, ppo, buf, gamma = self.env, self.ppo, self.buffer, self.cfg.agent.gamma
+        env, ppo, buf, gamma, clips = self.env, self.ppo, self.buffer, self.cfg.agent.gamma, self.outputs.clips
         buf.step = 0
         obs = env.obs
         for _ in range(self.cfg.agent.num_steps_per_env):
@@ -194,9 +174,10 @@ class Runner:
             if self.stop.requested and not self.saved_on_stop:
                 self._save_on_stop()
             out = ppo.act(obs["actor"], obs["critic"])
-            next_obs, reward, terminated, truncated, extras = env.step(out["actions"])
-            if self.clips is not None and self.clips.recording:
-                self.clips.record(env.sim.qpos)
+            actions = nan_actions(out["actions"]) if self.corrupt_actions else out["actions"]
+            next_obs, reward, terminated, truncated, extras = env.step(actions)
+            if clips is not None and clips.recording:
+                clips.record(env.sim.qpos)
             # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
             # gets the discounted value of its true final observation.
             reward = reward + gamma * ppo.value(extras["final_obs"]["critic"]) * truncated
@@ -220,52 +201,33 @@ class Runner:
         makes every rank stop after the same iteration, wherever its signal arrived."""
         ctx, env = self.ctx, self.env
         if not ctx.is_main:  # goes to this rank's log file only
-            print(
-                f"rank {ctx.rank} it {self.iteration + 1}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True
-            )
-        # One collective for all metrics: every rank's vector is gathered, statistics and update
-        # sums are summed over ranks, timings are those of the slowest rank, and the stop
-        # signal is the largest any rank received.
-        episodes, terms = env.episode_stats(), env.pop_term_stats()
-        update = torch.stack(list(update_sums.values())).to(ctx.device)
-        maxima = [collection_s, learning_s, collective_s, float(self.stop.requested)]
-        gathered = ctx.all_gather(
-            torch.cat([episodes, terms, update, torch.tensor(maxima, dtype=torch.float64, device=ctx.device)])
-        )
-        summed = gathered[:, : -len(maxima)].sum(dim=0).tolist()
-        collection_s, learning_s, collective_s, stop_signal = gathered[:, -len(maxima) :].max(dim=0).values.tolist()
-        (ret_sum, len_sum, episode_count), summed = summed[:3], summed[3:]
-        term_sums, summed = summed[: len(terms)], summed[len(terms) :]
-        update_totals = dict(zip(update_sums, summed, strict=True))
+            it = self.state.iteration + 1
+            print(f"rank {ctx.rank} it {it}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True)
+        timings = {"collection_s": collection_s, "learning_s": learning_s, "collective_s": collective_s}
+        pooled = pack_iteration(env, update_sums, timings, self.stop.requested).all_gather(ctx)
+        totals = {name: value.item() for name, value in pooled.items()}
         step_count = self.cfg.agent.num_steps_per_env * env.num_envs * ctx.world_size
-        self.env_steps += step_count
-        self.wall_s += collection_s + learning_s
+        self.state.env_steps += step_count
+        self.state.wall_s += totals["collection_s"] + totals["learning_s"]
         metrics = {
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "wall_s": round(self.wall_s, 3),
-            "mean_episode_return": ret_sum / episode_count if episode_count else float("nan"),
-            "mean_episode_length": len_sum / episode_count if episode_count else float("nan"),
-            "steps_per_second": step_count / (collection_s + learning_s),
-            "collection_s": collection_s,
-            "learning_s": learning_s,
-            "collective_s": collective_s,
-            **update_metrics(update_totals),
+            "iteration": self.state.iteration,
+            "env_steps": self.state.env_steps,
+            "wall_s": round(self.state.wall_s, 3),
+            **episode_metrics(totals),
+            "steps_per_second": step_count / (totals["collection_s"] + totals["learning_s"]),
+            **{name: totals[name] for name in timings},
+            **update_metrics(totals),
             "learning_rate": self.ppo.learning_rate,
             "action_std": self.ppo.policy.log_std.exp().mean().item(),
+            **term_metrics(totals, env.term_names()),
         }
-        term_values, steps = term_sums[:-2], max(term_sums[-1], 1.0)
-        metrics["nonfinite_resets"] = int(term_sums[-2])
-        metrics["mean_step_reward"] = sum(term_values[: len(env.task.rewards)]) / steps
-        for name, total in zip(env.term_names(), term_values, strict=True):
-            metrics[name] = total / steps
-        return metrics, int(stop_signal)
+        return metrics, int(totals["stop_signal"])
 
     def _evaluate_if_due(self) -> dict[str, Any]:
         """`eval/<figure>` of the deterministic policy, on rank 0 every `eval_interval` iterations.
         The other ranks wait for it at the next collective; its heartbeats keep the watchdog calm."""
-        interval, last = self.cfg.agent.eval_interval, self.iteration == self.cfg.agent.max_iterations
-        if not self.ctx.is_main or interval <= 0 or (self.iteration % interval and not last):
+        interval, last = self.cfg.agent.eval_interval, self.state.iteration == self.cfg.agent.max_iterations
+        if not self.ctx.is_main or interval <= 0 or (self.state.iteration % interval and not last):
             return {}
         if self.eval_env is None:
             env_cfg = dataclasses.replace(
@@ -286,139 +248,31 @@ class Runner:
             "task": self.task_name,
             "run_dir": self.run_dir,
             "checkpoint": self.last_checkpoint,
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
+            "iteration": self.state.iteration,
+            "env_steps": self.state.env_steps,
         }
         out = default_output(self.run_dir, self.cfg.export)
         export_policy(self.env, self.ppo.policy, self.cfg.export, out, source)
         print(f"exported {out}", flush=True)
 
-    def _log_clips(self, final: bool = False) -> None:
-        """Log the training clips that the drawing process has finished. `final`: stop recording
-        and wait for the pending clips (unless the run is being stopped by a signal)."""
-        if self.clips is None:
-            return
-        finished = self.clips.close(wait=not self.stop.requested) if final else self.clips.finished()
-        if final:
-            self.clips = None
-        for iteration, path in finished:
-            self.tracker.log_video("video", path, step=iteration)
-            print(f"video {path}", flush=True)
-
     def _inject_fault(self) -> None:
         """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
-        due = self.fault is not None and self.fault.due(self.ctx.rank, self.iteration, self.ctx.restart_count)
-        self.env.inject_nan_actions = due and self.fault.kind == "nan"
+        due = self.fault is not None and self.fault.due(self.ctx.rank, self.state.iteration, self.ctx.restart_count)
+        self.corrupt_actions = due and self.fault.kind == "nan"
         if due and self.fault.kind != "nan":
             self.fault.trigger(self.ppo.params)
 
     def _check_replicas(self) -> None:
         interval = self.cfg.agent.replica_check_interval
-        if not self.ctx.is_distributed or interval <= 0 or self.iteration % interval:
+        if not self.ctx.is_distributed or interval <= 0 or self.state.iteration % interval:
             return
         sums = self.ctx.all_gather(self.ppo.parameter_checksum())
         differ = [r for r in range(self.ctx.world_size) if not torch.equal(sums[r], sums[0])]
         if differ:
             raise ReplicaMismatch(
-                f"after iteration {self.iteration} the parameters of rank(s) {differ} differ from rank 0's; "
+                f"after iteration {self.state.iteration} the parameters of rank(s) {differ} differ from rank 0's; "
                 "data-parallel training lost lockstep"
             )
-
-    def _log(self, metrics: dict[str, Any], eta_s: float) -> None:
-        if not self.ctx.is_main:
-            return
-        self.metrics_file.write(metrics)
-        self.tracker.log(metrics, step=metrics["iteration"])
-        print(console_line(metrics, self.cfg.agent.max_iterations, eta_s), flush=True)
-
-    def _print_header(self) -> None:
-        if not self.ctx.is_main:
-            return
-        cfg, ctx = self.cfg, self.ctx
-        total = cfg.env.num_envs * ctx.world_size
-        envs = f"{total} envs" if ctx.world_size == 1 else f"{total} envs ({cfg.env.num_envs} x {ctx.world_size} ranks)"
-        start = f" | resuming at iteration {self.iteration}" if self.iteration else ""
-        print(f"mjrl {self.task_name} | {ctx.device} | {envs} | seed {cfg.seed}{start}", flush=True)
-        print(f"run  {self.run_dir}", flush=True)
-
-    # ---------------------------------------------------------------------- disk output
-
-    def _open_outputs(self) -> None:
-        # Rank 0 creates the run directory; then every rank opens its own log file in it.
-        if self.ctx.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.ctx.barrier()
-        self.rank_log = RankLog(self.run_dir / "ranks" / f"rank_{self.ctx.rank}.log", echo_stdout=self.ctx.is_main)
-        self.rank_log.note(
-            f"rank {self.ctx.rank} pid {os.getpid()} host {socket.gethostname()} "
-            f"attempt {self.ctx.restart_count} device {self.ctx.device}"
-        )
-        if not self.ctx.is_main:
-            return
-        remove_stale_temporaries(self.run_dir)
-        config = to_dict(self.cfg)
-        self._write_config()
-        self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", self.iteration)
-        self.tracker = Tracker(
-            self.cfg.logger,
-            self.run_dir,
-            config,
-            self.cfg.wandb_project,
-            self.cfg.run_name,
-            self.wandb_id,
-            self.iteration,
-        )
-        if self.cfg.video_interval > 0:
-            env = self.env
-            self.clips = ClipRecorder(
-                pick_gl_backend(),
-                env.task.model_xml,
-                max(1, round(self.cfg.video_seconds / env.step_dt)),
-                env.sim.qpos.shape[1],
-                1.0 / env.step_dt,
-                self.run_dir / "videos",
-                self.ctx.device,
-                gif=self.cfg.logger == "tensorboard",
-            )
-
-    def _write_config(self) -> None:
-        """config.yaml is the run as first started and is never overwritten by a resume; each
-        resume records its own config beside it, as config.resume-<iteration>.yaml."""
-        name = "config.yaml" if self.resumed_at is None else f"config.resume-{self.resumed_at:06d}.yaml"
-        text = yaml.safe_dump(experiment_config(self.task_name, self.given), sort_keys=False)
-        (self.run_dir / name).write_text(text)
-
-    def _close_outputs(self) -> None:
-        self._log_clips(final=True)
-        if self.rank_log is not None:
-            self.rank_log.close()
-        if self.metrics_file is not None:
-            self.metrics_file.close()
-        if self.tracker is not None:
-            self.tracker.close()
-
-    def state_dict(self) -> dict[str, Any]:
-        rng = {
-            "torch": torch.get_rng_state(),
-            "env": generator_state(self.env.generator),
-            "ppo": generator_state(self.ppo.generator),
-        }
-        if self.ctx.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.ctx.device)
-        return {
-            "task": self.task_name,
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "wall_s": self.wall_s,
-            "learning_rate": self.ppo.learning_rate,
-            "policy": self.ppo.policy.state_dict(),
-            "optimizer": self.ppo.optimizer.state_dict(),
-            "rng": rng,
-            "config": to_dict(self.cfg),
-            "wandb_id": self.wandb_id,
-            "obs_dims": dict(self.env.obs_dims),
-            "num_actions": self.env.num_actions,
-        }
 
     def _save_on_stop(self) -> None:
         """A stop was asked for: the ranks will agree to stop at the end of this iteration, but
@@ -431,18 +285,11 @@ class Runner:
     def save(self) -> Path | None:
         if not self.ctx.is_main:
             return None
-        if self.metrics_file is not None:
-            self.metrics_file.sync()
-        path = checkpoint_path(self.run_dir, self.iteration)
-        save_checkpoint(path, self.state_dict())
+        self.outputs.sync()
+        path = checkpoint_path(self.run_dir, self.state.iteration)
+        save_checkpoint(path, checkpoint_contents(self.task_name, to_dict(self.cfg), self.state, self.env, self.ppo))
         self.last_checkpoint = path
         return path
-
-
-def update_metrics(totals: dict[str, float]) -> dict[str, float]:
-    """Means over every minibatch step of every rank, from the update's sums (`PPO.update`)."""
-    steps = max(totals["steps"], 1.0)
-    return {name: total / steps for name, total in totals.items() if name != "steps"}
 
 
 def parameters_sha256(policy: torch.nn.Module) -> str:
@@ -458,13 +305,17 @@ class ReplicaMismatch(RuntimeError):
 
 
 def train(
-    task: Any, cfg: TrainConfig, ctx: DistContext, stop: StopFlag | None = None, given: TrainConfig | None = None
+    task: Task[AgentConfig],
+    cfg: TrainConfig,
+    ctx: DistContext,
+    stop: StopFlag | None = None,
+    given: TrainConfig | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) one training job on this rank; returns its summary. `given` is the config
     as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
     its workers a changed one)."""
     validate(cfg)
-    run_dir, source, state, resumed = agree_on_run(task.name, cfg, ctx)
+    run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
 
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed + ctx.rank)
@@ -472,18 +323,15 @@ def train(
     policy = build_policy(env, cfg, ctx.device)
     ppo = PPO(policy, cfg.agent, ctx)
     ppo.generator.manual_seed(cfg.seed + ctx.rank)
-    start = {"iteration": 0, "env_steps": 0, "wall_s": 0.0, "wandb_id": uuid.uuid4().hex[:12]}
-    restore_policy_everywhere(ctx, policy, state, source)
-    if state is not None:
-        start = restore_training_state(state, ppo, env)
-    start = sync_from_main(ctx, ppo, start)
-    if resumed and state is None:
+    restore_policy_everywhere(ctx, policy, checkpoint, source)
+    state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, ppo, env)
+    state = sync_from_main(ctx, ppo, state)
+    if resumed and checkpoint is None:
         # Ranks other than 0 continue with fresh random streams of their own.
-        reseed_after_resume(cfg.seed + ctx.rank, start["iteration"], env.generator, ppo.generator)
+        reseed_after_resume(cfg.seed + ctx.rank, state.iteration, env.generator, ppo.generator)
     if not resumed:
         warm_up_steps = cfg.agent.num_steps_per_env if cfg.agent.warm_up_normalizers else 0
-        start["env_steps"] = warm_up_normalizers(env, ppo, ctx, warm_up_steps)
+        state.env_steps = warm_up_normalizers(env, ppo, ctx, warm_up_steps)
     if resumed and ctx.is_main:
-        print(f"resuming {run_dir} from iteration {start['iteration']}", flush=True)
-    start["resumed"] = resumed
-    return Runner(task, cfg, ctx, env, ppo, run_dir, start, stop or StopFlag(), given).run()
+        print(f"resuming {run_dir} from iteration {state.iteration}", flush=True)
+    return Runner(task, cfg, ctx, env, ppo, run_dir, state, resumed, stop or StopFlag(), given).run()

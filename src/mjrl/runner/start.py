@@ -3,10 +3,8 @@ rank 0. Rank 0 decides; every other rank learns the decision through a collectiv
 
 from __future__ import annotations
 
-import hashlib
 import random
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -19,6 +17,20 @@ from mjrl.rl.ppo import PPO, merge_into
 from mjrl.runner.checkpoint import load_newest_checkpoint
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.run_dir import claim_run_dir, newest_run_dir
+
+
+def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCritic:
+    a = cfg.agent
+    return ActorCritic(
+        env.obs_dims["actor"],
+        env.obs_dims["critic"],
+        env.num_actions,
+        a.actor_hidden_dims,
+        a.critic_hidden_dims,
+        a.activation,
+        a.init_noise_std,
+        a.normalize_observations,
+    ).to(device)
 
 
 def seed_everything(seed: int) -> None:
@@ -113,53 +125,6 @@ def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Pa
     if kind == "error":
         raise SharedUsageError(rest[0])
     return Path(rest[0]), source, state, rest[1] == "1"
-
-
-def sync_from_main(ctx: DistContext, ppo: PPO, start: dict[str, Any]) -> dict[str, Any]:
-    """Put every rank in lockstep with rank 0: weights, normaliser statistics and optimizer
-    state are broadcast as tensors, then the counters."""
-    if not ctx.is_distributed:
-        return start
-    ctx.broadcast_tensors([*ppo.policy.state_dict().values(), *ppo.optimizer.tensors()])
-    counters = torch.tensor(
-        [start["iteration"], start["env_steps"], start["wall_s"], ppo.learning_rate],
-        dtype=torch.float64,
-        device=ctx.device,
-    )
-    iteration, env_steps, wall_s, learning_rate = ctx.broadcast(counters).tolist()
-    ppo.set_learning_rate(learning_rate)
-    return {**start, "iteration": int(iteration), "env_steps": int(env_steps), "wall_s": wall_s}
-
-
-def restore_training_state(state: dict, ppo: PPO, env: VecEnv) -> dict[str, Any]:
-    ppo.optimizer.load_state_dict(state["optimizer"])
-    ppo.set_learning_rate(state["learning_rate"])
-    rng = state["rng"]
-    torch.set_rng_state(rng["torch"])
-    set_generator_state(env.generator, rng["env"])
-    set_generator_state(ppo.generator, rng["ppo"])
-    if "cuda" in rng and env.device.type == "cuda":
-        torch.cuda.set_rng_state(rng["cuda"], env.device)
-    return {k: state[k] for k in ("iteration", "env_steps", "wall_s", "wandb_id")}
-
-
-def generator_state(generator: torch.Generator) -> dict[str, Any]:
-    """A generator's state for a checkpoint, tagged with the kind of device it belongs to."""
-    return {"device": generator.device.type, "state": generator.get_state()}
-
-
-def set_generator_state(generator: torch.Generator, saved: dict[str, Any] | torch.Tensor) -> None:
-    """Continue the saved random stream on the same kind of device. A stream cannot move to
-    another kind (CUDA's Philox state is 16 bytes, the CPU's Mersenne Twister 5056, and they
-    draw different numbers from one seed), so there the generator is seeded from the saved
-    state instead: a GPU run continues on a laptop, and the reverse, deterministically."""
-    if isinstance(saved, torch.Tensor):  # checkpoints written before states were tagged
-        saved = {"device": "cuda" if saved.numel() == 16 else "cpu", "state": saved}
-    if saved["device"] == generator.device.type:
-        generator.set_state(saved["state"])
-        return
-    digest = hashlib.sha256(saved["state"].cpu().numpy().tobytes()).digest()
-    generator.manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
 @torch.no_grad()

@@ -224,12 +224,6 @@ class Simulation:
             view = self._model_views[name] = wp.to_torch(getattr(self.model, name))
         return view
 
-    def joint_qpos_index(self, joint: str) -> int:
-        return int(self.mj_model.jnt_qposadr[self.mj_model.joint(joint).id])
-
-    def joint_dof_index(self, joint: str) -> int:
-        return int(self.mj_model.jnt_dofadr[self.mj_model.joint(joint).id])
-
     def actuator_joints(self) -> list[str]:
         """Name of the joint (or other target) each actuator drives, in actuator order: the
         order of the action vector."""

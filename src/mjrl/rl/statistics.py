@@ -1,0 +1,48 @@
+"""What `PPO.update` reports, by name: sums that add up over ranks, and the metrics made of them.
+
+The update returns sums, not means, so that the runner can pool them over ranks in its one
+gather of the iteration's metrics; `update_metrics` turns the pooled sums into the logged
+figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+STEP_STATISTICS = ("surrogate_loss", "value_loss", "entropy", "mean_kl", "clip_fraction")
+"""Summed over the minibatch steps; logged as means per step. `clip_fraction`: the fraction of a
+minibatch's samples whose probability ratio left [1 - clip, 1 + clip]."""
+
+ROLLOUT_SUMS = ("samples", "return_sum", "return_sq_sum", "residual_sum", "residual_sq_sum")
+"""Summed over the rollout's samples, for the explained variance (residual: return - value)."""
+
+
+def rollout_sums(returns: torch.Tensor, values: torch.Tensor) -> dict[str, torch.Tensor]:
+    """This rank's sums of the returns and of the value function's residuals, in float64."""
+    r = returns.double().reshape(-1)
+    d = r - values.double().reshape(-1)
+    sums = (r.new_tensor(float(r.numel())), r.sum(), (r * r).sum(), d.sum(), (d * d).sum())
+    return dict(zip(ROLLOUT_SUMS, sums, strict=True))
+
+
+def explained_variance(totals: Mapping[str, float]) -> float:
+    """1 - Var(returns - values) / Var(returns) over the pooled samples of every rank: 1 for a
+    perfect value function, 0 for one that predicts the mean return, NaN if the returns do not
+    vary."""
+    n = totals["samples"]
+    if n <= 0:
+        return math.nan
+    var_returns = totals["return_sq_sum"] / n - (totals["return_sum"] / n) ** 2
+    var_residuals = totals["residual_sq_sum"] / n - (totals["residual_sum"] / n) ** 2
+    return 1.0 - var_residuals / var_returns if var_returns > 0 else math.nan
+
+
+def update_metrics(totals: Mapping[str, float]) -> dict[str, float]:
+    """The logged figures of an update from its sums pooled over ranks: means over every
+    minibatch step of every rank, and the explained variance of the rollout."""
+    steps = max(totals["steps"], 1.0)
+    means = {name: totals[name] / steps for name in (*STEP_STATISTICS, "mean_learning_rate")}
+    return {**means, "explained_variance": explained_variance(totals)}

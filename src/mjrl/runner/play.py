@@ -1,0 +1,143 @@
+"""`play`'s evaluation of a trained policy: its config, the checkpoint it reads, whole episodes
+of the deterministic policy, or a video of one env.
+
+Imports of torch and the simulator are made inside the functions: `play --help` and bad input
+answer without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+
+from mjrl.errors import UsageError
+
+if TYPE_CHECKING:
+    from mjrl.envs import EnvConfig, Task
+
+EnvT = TypeVar("EnvT")  # the task's EnvConfig subclass (unbound: importing mjrl.envs here would slow `play --help`)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlayConfig(Generic[EnvT]):
+    """Evaluate a trained policy."""
+
+    env: EnvT
+    """The env, as the checkpoint was trained; `--env.*` flags change it for this evaluation
+    (fixed command ranges, for instance). `num_envs`, `obs_noise` and the random initial
+    episode length are set by the flags below."""
+    checkpoint: str = ""
+    """Checkpoint file to evaluate."""
+    run_dir: str = ""
+    """Run directory; its newest readable checkpoint is evaluated."""
+    episodes: int = 16
+    """Episodes to run (each env runs whole episodes from a fresh reset)."""
+    num_envs: int = 0
+    """Parallel envs; 0 means one env per episode."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N."""
+    seed: int = 0
+    """Seed of the reset distribution."""
+    obs_noise: bool = False
+    """Keep the actor's observation noise (off: evaluate on clean observations)."""
+    zero_actions: bool = False
+    """Evaluate the zero-action baseline (the action offset held: a legged robot stands in its
+    home pose) on the task's default env instead of a checkpoint."""
+    video: str = ""
+    """Write an mp4 of the first env here instead of evaluating (headless: EGL, else OSMesa)."""
+    video_seconds: float = 10.0
+    """Length of the video in simulated seconds; episodes that end are reset and go on."""
+    video_fps: float = 0.0
+    """Frames per second of the video; 0: one frame per control step (the task's control rate)."""
+
+    bounds: ClassVar[dict] = {
+        "episodes": ">= 1",
+        "num_envs": ">= 0",
+        "seed": ">= 0",
+        "video_seconds": "> 0",
+        "video_fps": ">= 0",
+    }
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+
+
+def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) -> tuple[Path, dict]:
+    """The checkpoint `play` evaluates: a file, or the newest readable one of a run directory."""
+    from mjrl.runner.checkpoint import load_checkpoint, load_newest_checkpoint
+    from mjrl.runner.start import check_task
+
+    if bool(checkpoint) == bool(run_dir):
+        raise UsageError("give exactly one of --checkpoint PATH or --run-dir DIR")
+    if run_dir:
+        if not Path(run_dir).is_dir():
+            raise UsageError(f"--run-dir {run_dir}: no such run directory")
+        path, state = load_newest_checkpoint(Path(run_dir))
+    else:
+        path = Path(checkpoint)
+        state = load_checkpoint(path)
+    check_task(state, task.name, path)
+    return path, state
+
+
+def trained_env_config(task: Task, state: dict | None) -> EnvConfig:
+    """The env config a checkpoint was trained with (the task's defaults without a checkpoint)."""
+    from mjrl.runner.config import apply_dict
+
+    if state is None:
+        return task.env_cfg
+    return apply_dict(task.env_cfg, state["config"]["env"], "env.")
+
+
+def evaluate(task: Task, cfg: PlayConfig, path: Path | None = None, state: dict | None = None) -> dict:
+    """Run `cfg.episodes` episodes of the checkpoint's deterministic policy; returns the figures."""
+    import torch
+
+    from mjrl.distributed.context import resolve_device
+    from mjrl.envs import VecEnv
+    from mjrl.runner.evaluate import ZeroActions, load_trained, run_episodes
+
+    if state is None and not cfg.zero_actions:
+        path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
+    device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    env_cfg = dataclasses.replace(
+        cfg.env, num_envs=cfg.num_envs or cfg.episodes, obs_noise=cfg.obs_noise, random_initial_episode_length=False
+    )
+    if cfg.zero_actions:
+        env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
+        policy, source = ZeroActions(env.num_actions), {"checkpoint": None, "iteration": 0}
+    else:
+        env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
+        source = {"checkpoint": str(path), "iteration": state["iteration"]}
+    episodes = run_episodes(env, policy, cfg.episodes, task.play_metrics)
+    return {"task": task.name, **source, **episodes.summary()}
+
+
+def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
+    """`--video`: `video_seconds` of the first env under the deterministic policy, as an mp4."""
+    import torch
+
+    from mjrl.distributed.context import resolve_device
+    from mjrl.runner.evaluate import load_trained
+    from mjrl.runner.video import record_states, render_in_subprocess
+    from mjrl.sim.render import pick_gl_backend
+
+    out = Path(cfg.video)
+    if out.suffix.lower() != ".mp4":
+        raise UsageError(f"--video {out}: the file name must end in .mp4")
+    if cfg.video_seconds <= 0 or cfg.video_fps < 0:
+        raise UsageError("--video-seconds must be positive and --video-fps at least 0")
+    backend = pick_gl_backend()  # before the slow part: a machine that cannot draw says so at once
+    device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    env_cfg = dataclasses.replace(
+        cfg.env, num_envs=cfg.num_envs or 1, obs_noise=cfg.obs_noise, random_initial_episode_length=False
+    )
+    env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
+    control_fps = 1.0 / env.step_dt
+    states = record_states(env, policy, max(1, round(cfg.video_seconds * control_fps)))
+    fps = cfg.video_fps or control_fps
+    frames = render_in_subprocess(backend, env.task.model_xml, states, control_fps, fps, out)
+    return {"task": task.name, "checkpoint": str(path), "video": str(out), "frames": frames, "fps": fps, "gl": backend}

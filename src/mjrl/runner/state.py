@@ -1,0 +1,140 @@
+"""Where a run stands, and the one place that writes it into a checkpoint and reads it back.
+
+A checkpoint is a dict of plain values and tensors (loaded with weights_only=True). Its keys are
+those of every checkpoint since the first release, so older runs still resume:
+task, iteration, env_steps, wall_s, learning_rate, policy, optimizer, rng, config, wandb_id,
+obs_dims, num_actions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import uuid
+from typing import Any
+
+import torch
+
+from mjrl.distributed import DistContext
+from mjrl.distributed.packing import NamedPack
+from mjrl.envs import VecEnv
+from mjrl.rl.ppo import PPO
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """The counters of a run, which go on across resumes."""
+
+    iteration: int = 0
+    """Iterations completed."""
+    env_steps: int = 0
+    """Env steps taken on all ranks (the normalisers' warm-up included)."""
+    wall_s: float = 0.0
+    """Collection and learning time of the slowest rank, summed over the iterations."""
+    tracker_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """The experiment tracker's run id (WandB), kept so that a resume continues the same run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RngStates:
+    """Every random stream of a rank: torch's global one (action noise), the env's (resets,
+    observation noise), PPO's (minibatch order) and, on a GPU, CUDA's."""
+
+    torch: torch.Tensor
+    """`torch.get_rng_state()`."""
+    env: dict[str, Any]
+    """The env's generator (`generator_state`)."""
+    ppo: dict[str, Any]
+    """PPO's generator (`generator_state`)."""
+    cuda: torch.Tensor | None = None
+    """`torch.cuda.get_rng_state(device)` on a GPU, else None."""
+
+    @classmethod
+    def capture(cls, env: VecEnv, ppo: PPO) -> RngStates:
+        cuda = torch.cuda.get_rng_state(env.device) if env.device.type == "cuda" else None
+        return cls(torch.get_rng_state(), generator_state(env.generator), generator_state(ppo.generator), cuda)
+
+    def restore(self, env: VecEnv, ppo: PPO) -> None:
+        torch.set_rng_state(self.torch)
+        set_generator_state(env.generator, self.env)
+        set_generator_state(ppo.generator, self.ppo)
+        if self.cuda is not None and env.device.type == "cuda":
+            torch.cuda.set_rng_state(self.cuda, env.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"torch": self.torch, "env": self.env, "ppo": self.ppo}
+        return out if self.cuda is None else {**out, "cuda": self.cuda}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> RngStates:
+        return cls(saved["torch"], saved["env"], saved["ppo"], saved.get("cuda"))
+
+
+def checkpoint_contents(
+    task_name: str, config: dict[str, Any], state: TrainingState, env: VecEnv, ppo: PPO
+) -> dict[str, Any]:
+    """What a checkpoint holds: the run's counters, random streams, weights and optimizer, and
+    the config it was trained with (`config`, as `to_dict` makes it)."""
+    return {
+        "task": task_name,
+        "iteration": state.iteration,
+        "env_steps": state.env_steps,
+        "wall_s": state.wall_s,
+        "learning_rate": ppo.learning_rate,
+        "policy": ppo.policy.state_dict(),
+        "optimizer": ppo.optimizer.state_dict(),
+        "rng": RngStates.capture(env, ppo).to_dict(),
+        "config": config,
+        "wandb_id": state.tracker_id,
+        "obs_dims": dict(env.obs_dims),
+        "num_actions": env.num_actions,
+    }
+
+
+def restore_training_state(checkpoint: dict[str, Any], ppo: PPO, env: VecEnv) -> TrainingState:
+    """Continue where the checkpoint stopped: optimizer, learning rate and random streams are
+    restored in place (the weights were, before: `start.restore_policy_everywhere`); returns
+    the run's counters."""
+    ppo.optimizer.load_state_dict(checkpoint["optimizer"])
+    ppo.set_learning_rate(checkpoint["learning_rate"])
+    RngStates.from_dict(checkpoint["rng"]).restore(env, ppo)
+    return TrainingState(
+        iteration=checkpoint["iteration"],
+        env_steps=checkpoint["env_steps"],
+        wall_s=checkpoint["wall_s"],
+        tracker_id=checkpoint["wandb_id"],
+    )
+
+
+def sync_from_main(ctx: DistContext, ppo: PPO, state: TrainingState) -> TrainingState:
+    """Put every rank in lockstep with rank 0: weights, normaliser statistics and optimizer
+    state are broadcast as tensors, then the counters and the learning rate in one broadcast."""
+    if not ctx.is_distributed:
+        return state
+    ctx.broadcast_tensors([*ppo.policy.state_dict().values(), *ppo.optimizer.tensors()])
+    pack = NamedPack(torch.float64, ctx.device)
+    pack.add("iteration", state.iteration).add("env_steps", state.env_steps).add("wall_s", state.wall_s)
+    main = {name: value.item() for name, value in pack.add("learning_rate", ppo.learning_rate).broadcast(ctx).items()}
+    ppo.set_learning_rate(main["learning_rate"])
+    return dataclasses.replace(
+        state, iteration=int(main["iteration"]), env_steps=int(main["env_steps"]), wall_s=main["wall_s"]
+    )
+
+
+def generator_state(generator: torch.Generator) -> dict[str, Any]:
+    """A generator's state for a checkpoint, tagged with the kind of device it belongs to."""
+    return {"device": generator.device.type, "state": generator.get_state()}
+
+
+def set_generator_state(generator: torch.Generator, saved: dict[str, Any] | torch.Tensor) -> None:
+    """Continue the saved random stream on the same kind of device. A stream cannot move to
+    another kind (CUDA's Philox state is 16 bytes, the CPU's Mersenne Twister 5056, and they
+    draw different numbers from one seed), so there the generator is seeded from the saved
+    state instead: a GPU run continues on a laptop, and the reverse, deterministically."""
+    if isinstance(saved, torch.Tensor):  # checkpoints written before states were tagged
+        saved = {"device": "cuda" if saved.numel() == 16 else "cpu", "state": saved}
+    if saved["device"] == generator.device.type:
+        generator.set_state(saved["state"])
+        return
+    digest = hashlib.sha256(saved["state"].cpu().numpy().tobytes()).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little") >> 1)
