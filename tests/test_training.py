@@ -178,7 +178,8 @@ def wandb_records(path: Path) -> tuple[list[dict], dict[str, str]]:
             continue
         record = wandb_internal_pb2.Record.FromString(pending)
         if record.HasField("history"):
-            rows.append({item.key: json.loads(item.value_json) for item in record.history.item})
+            items = record.history.item  # a key is in `key`, or split into `nested_key`
+            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in items})
         elif record.HasField("metric") and record.metric.step_metric:
             axes[record.metric.glob_name or record.metric.name] = record.metric.step_metric
     return rows, axes
@@ -209,4 +210,4 @@ def test_tensorboard_and_offline_wandb_tracking(log_root):
     for run, iterations in zip(runs, ([0, 1], [1]), strict=True):
         rows, axes = wandb_records(next(run.glob("run-*.wandb")))
         assert axes == {"*": "iteration"}  # charts are drawn against the iteration, not WandB's step
-        assert [row["iteration"] for row in rows if "mean_episode_return" in row] == iterations
+        assert [row["iteration"] for row in rows if "learning_rate" in row] == iterations
