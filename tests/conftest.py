@@ -15,6 +15,10 @@ BIN = Path(sys.executable).parent
 
 
 # A tiny CPU training run (16 envs x 16 steps, 2 minibatches), for tests that launch processes.
+# Cartpole-Balance starts its observation normalisers from one warm-up rollout, whose env
+# steps count in `env_steps` (a resume skips it).
+WARM_UP = 1
+
 # "--device cpu" comes first: a test that needs another device drops it with TINY_RUN[2:].
 TINY_RUN = (
     "--device",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import BIN, TINY_RUN, free_port, last_json, read_jsonl, run_cli
+from conftest import BIN, TINY_RUN, WARM_UP, free_port, last_json, read_jsonl, run_cli
 
 from mjrl.runner.checkpoint import load_checkpoint
 from mjrl.runner.runner import parameters_sha256
@@ -63,7 +63,7 @@ def test_torchrun_two_ranks_one_run_directory_written_by_rank_0(log_root):
     run_dir = only_run_dir(log_root)
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == [0, 1, 2]  # one writer: no duplicated lines
-    assert [m["env_steps"] for m in metrics] == [2 * STEPS_PER_RANK_ITERATION * (i + 1) for i in range(3)]
+    assert [m["env_steps"] for m in metrics] == [2 * STEPS_PER_RANK_ITERATION * (WARM_UP + i + 1) for i in range(3)]
     assert sorted(p.name for p in (run_dir / "ranks").iterdir()) == ["rank_0.log", "rank_1.log"]
     rank1 = (run_dir / "ranks" / "rank_1.log").read_text()
     assert "rank 1 it 3" in rank1 and "it 3/3" not in rank1  # rank 1 logs its own lines only
@@ -78,7 +78,7 @@ def test_builtin_launcher_returns_rank_results_with_identical_parameters(log_roo
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result.stdout)
     assert set(summary["ranks"]) == {"0", "1"}
-    assert summary["env_steps"] == 3 * 2 * STEPS_PER_RANK_ITERATION
+    assert summary["env_steps"] == (WARM_UP + 3) * 2 * STEPS_PER_RANK_ITERATION
     digests = {r["parameters_sha256"] for r in summary["ranks"].values()}
     assert len(digests) == 1  # bit-identical weights and normaliser on both ranks
     assert digests == {checkpoint_sha256(Path(summary["checkpoint"]))}
@@ -114,7 +114,7 @@ def test_two_nodes_on_one_machine(log_root):
     summaries = [last_json(out) for out, _ in outputs]
     assert {r for s in summaries for r in s["ranks"]} == {"0", "1"}
     assert summaries[0]["run_dir"] == summaries[1]["run_dir"]  # rank 0's choice reached both nodes
-    assert read_jsonl(Path(summaries[0]["run_dir"]) / "metrics.jsonl")[-1]["env_steps"] == 3 * 2 * 256
+    assert read_jsonl(Path(summaries[0]["run_dir"]) / "metrics.jsonl")[-1]["env_steps"] == (WARM_UP + 3) * 2 * 256
 
 
 def test_replica_check_stops_a_run_whose_ranks_diverge(log_root):
@@ -182,7 +182,7 @@ def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_
     for name, result in (("one", one), ("two", two)):
         assert result.returncode == 0, result.stderr[-2000:]
         metrics = read_jsonl(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
-        assert metrics[-1]["env_steps"] == 40 * 256 * 32
+        assert metrics[-1]["env_steps"] == (WARM_UP + 40) * 256 * 32
         last5 = sum(m["mean_step_reward"] for m in metrics[-5:]) / 5
         scores[name] = last5
         assert last5 > metrics[0]["mean_step_reward"] + 0.08, (name, last5, metrics[0]["mean_step_reward"])

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, TINY_RUN, free_port, read_jsonl, run_cli
+from conftest import BIN, TINY_RUN, WARM_UP, free_port, read_jsonl, run_cli
 
 TASK = "Mjrl-Cartpole-Balance"
 BASE = TINY_RUN
@@ -195,7 +195,7 @@ def test_a_slow_final_phase_on_rank_0_is_not_a_hang(log_root):
 def assert_complete_history(run_dir: Path, iterations: int, ranks: int = 2) -> None:
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(iterations))
-    assert [m["env_steps"] for m in metrics] == [(i + 1) * ranks * 16 * 16 for i in range(iterations)]
+    assert [m["env_steps"] for m in metrics] == [(WARM_UP + i + 1) * ranks * 16 * 16 for i in range(iterations)]
 
 
 @pytest.mark.parametrize("launcher", ["builtin", "torchrun"])

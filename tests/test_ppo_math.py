@@ -130,7 +130,8 @@ def test_actor_and_critic_gradients_are_clipped_separately():
     assert math.isclose(norm(policy.critic.parameters()), 1.0, rel_tol=1e-5)
 
     # The global clip scales both together, down to a norm of 1 in all.
-    ppo = PPO(policy, AgentConfig(max_grad_norm=1.0), DistContext(device=torch.device("cpu")))
+    cfg = AgentConfig(max_grad_norm=1.0, clip_networks_separately=False)
+    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")))
     for p in policy.parameters():
         p.grad.fill_(1.0)
     for p in policy.critic.parameters():

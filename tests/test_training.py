@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from conftest import last_json, read_jsonl, run_cli
+from conftest import WARM_UP, last_json, read_jsonl, run_cli
 
 from mjrl.envs import VecEnv
 from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
@@ -49,12 +49,12 @@ def play(checkpoint: Path, episodes: int = 16) -> dict:
 
 
 def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
-    summary = train(log_root, "--agent.max-iterations", "40", "--agent.save-interval", "20", "--run-name", "learn")
+    summary = train(log_root, "--agent.max-iterations", "60", "--agent.save-interval", "30", "--run-name", "learn")
     run_dir = Path(summary["run_dir"])
     assert run_dir.parent == log_root / TASK and run_dir.name.endswith("_learn")
     metrics = read_jsonl(run_dir / "metrics.jsonl")
-    assert [m["iteration"] for m in metrics] == list(range(40))
-    assert metrics[-1]["env_steps"] == 40 * 64 * 32
+    assert [m["iteration"] for m in metrics] == list(range(60))
+    assert metrics[-1]["env_steps"] == (WARM_UP + 60) * 64 * 32
     required = {
         "iteration",
         "env_steps",
@@ -73,20 +73,20 @@ def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
         "reward/smooth_balance",
     }
     assert required <= set(metrics[-1])
-    assert [p.name for p in list_checkpoints(run_dir)] == ["model_000020.pt", "model_000040.pt"]
+    assert [p.name for p in list_checkpoints(run_dir)] == ["model_000030.pt", "model_000060.pt"]
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["task"] == TASK and saved["env"]["num_envs"] == 64
 
     # The trained deterministic policy clearly beats a freshly initialised one. Measured on this
-    # setup: untrained about 24 of at most 100, 49 after 20 iterations, 64 after 40.
-    trained = play(run_dir / "checkpoints" / "model_000040.pt")["mean_return"]
+    # setup: untrained about 24 of at most 100, 57 after 30 iterations, 98 after 60.
+    trained = play(run_dir / "checkpoints" / "model_000060.pt")["mean_return"]
     untrained = untrained_return(run_dir)
     assert trained > max(2 * untrained, 50), (trained, untrained)
 
 
 def untrained_return(run_dir: Path) -> float:
     """Return of a freshly initialised policy, evaluated the same way."""
-    state = load_checkpoint(run_dir / "checkpoints" / "model_000020.pt")
+    state = load_checkpoint(run_dir / "checkpoints" / "model_000030.pt")
 
     task = load_task(TASK)
     cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
@@ -104,7 +104,7 @@ def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
     checkpoint = Path(summary["checkpoint"])
     state = load_checkpoint(checkpoint)
     assert {"policy", "optimizer", "iteration", "env_steps", "learning_rate", "rng", "config"} <= set(state)
-    assert state["iteration"] == 2 and state["env_steps"] == 2 * 64 * 32
+    assert state["iteration"] == 2 and state["env_steps"] == (WARM_UP + 2) * 64 * 32
 
     task = load_task(TASK)
     cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
@@ -131,7 +131,7 @@ def test_resume_continues_iterations_without_repeats(log_root):
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(7))
     steps = [m["env_steps"] for m in metrics]
-    assert steps == [(i + 1) * 64 * 32 for i in range(7)]
+    assert steps == [(WARM_UP + i + 1) * 64 * 32 for i in range(7)]
     assert load_checkpoint(run_dir / "checkpoints" / "model_000007.pt")["iteration"] == 7
     # max-iterations counts the whole run: resuming a finished run does no more iterations.
     third = train(log_root, "--agent.max-iterations", "7", "--resume-dir", str(run_dir))

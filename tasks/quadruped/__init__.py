@@ -714,7 +714,6 @@ AGENT = AgentConfig(
     # envs); at 3e-4 it is 1.4x. The schedule settles at 4e-5 to 3e-4 within a few minibatch
     # steps either way (docs/benchmarks.md, "The KL guard").
     learning_rate=3e-4,
-    clip_networks_separately=True,
     schedule="adaptive",
     desired_kl=0.01,
     num_learning_epochs=5,
