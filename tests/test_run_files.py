@@ -203,7 +203,12 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     exactly as the code that wrote it would have."""
     run_dir = tmp_path / "run"
     shutil.copytree(BEFORE_ISSUE12, run_dir)
-    result = run_cli("train", TASK, *OLD_RUN_FLAGS, "--agent.max-iterations", "4", "--resume-dir", str(run_dir))
+    # A resume takes its settings from the command line, as the run did: the defaults changed
+    # since that run (clipping apart), so the run's own value is given.
+    old_defaults = ["--agent.clip-networks-separately", "False"]
+    result = run_cli(
+        "train", TASK, *OLD_RUN_FLAGS, *old_defaults, "--agent.max-iterations", "4", "--resume-dir", str(run_dir)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming at iteration 2" in result.stdout
     resumed = read_jsonl(run_dir / "metrics.jsonl")[2:]
