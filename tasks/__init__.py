@@ -13,7 +13,8 @@ from mjrl.errors import UsageError
 TASKS: dict[str, tuple[str, str]] = {
     "Mjrl-Cartpole-Balance": ("mjrl.tasks.cartpole:BALANCE", "keep a pole upright on a cart (dm_control reward)"),
     "Mjrl-Cartpole-Swingup": ("mjrl.tasks.cartpole:SWINGUP", "swing a hanging pole up, then balance it"),
-    "Mjrl-Velocity-Flat-Quadruped": ("mjrl.tasks.quadruped:VELOCITY_FLAT", "Go1-class quadruped, velocity tracking"),
+    "Mjrl-Velocity-Flat-Quadruped": ("mjrl.tasks.velocity.go1:VELOCITY_FLAT", "Go1-class quadruped, velocity tracking"),
+    "Mjrl-Velocity-Flat-Mule": ("mjrl.tasks.velocity.mule:VELOCITY_FLAT_MULE", "44 kg quadruped, velocity tracking"),
 }
 
 

@@ -1,14 +1,33 @@
-"""Env layer: a batched env assembled from small terms over the simulation's torch tensors."""
+"""Env layer: a batched env assembled from small terms over the simulation's torch tensors.
+
+`terms` holds robot-agnostic terms for floating-base robots, which read a `RobotConfig`
+resolved when the env is built (`robot`)."""
 
 from mjrl.envs.env import (
+    CommandTerm,
     EnvConfig,
     EventTerm,
     ObsTerm,
     RewardTerm,
+    StepState,
     TaskSpec,
     TerminationTerm,
     VecEnv,
 )
+from mjrl.envs.robot import Robot, RobotConfig
 from mjrl.envs.task import Task
 
-__all__ = ["EnvConfig", "EventTerm", "ObsTerm", "RewardTerm", "Task", "TaskSpec", "TerminationTerm", "VecEnv"]
+__all__ = [
+    "CommandTerm",
+    "EnvConfig",
+    "EventTerm",
+    "ObsTerm",
+    "RewardTerm",
+    "Robot",
+    "RobotConfig",
+    "StepState",
+    "Task",
+    "TaskSpec",
+    "TerminationTerm",
+    "VecEnv",
+]

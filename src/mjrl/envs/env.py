@@ -14,11 +14,13 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import torch
 
+from mjrl.envs.robot import Robot, RobotConfig
 from mjrl.sim import SimConfig, Simulation
 
 Obs = dict[str, torch.Tensor]
@@ -86,6 +88,30 @@ class EventTerm:
     interval_s: tuple[float, float] = (0.0, 0.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class CommandTerm:
+    """A command the policy follows (a target velocity, a pose): `dim` values per env, kept in
+    `env.commands[name]`, drawn afresh at every reset and every `resample_interval_s`."""
+
+    sample: Callable[[VecEnv], torch.Tensor]
+    """Returns fresh (num_envs, dim) values; the env keeps those of the envs due."""
+    dim: int
+    resample_interval_s: tuple[float, float] = (math.inf, math.inf)
+    """Resampled after a time drawn uniformly from this range (and at resets)."""
+
+
+class StepState(Protocol):
+    """State that several terms share and that advances once per physics step (swing timers,
+    finite differences), so no term has to guard against being the second to advance it."""
+
+    def update(self, env: VecEnv) -> None:
+        """Called once after each physics step (and once when the env is built), after the
+        contact pass and before any term reads the state."""
+
+    def reset(self, env: VecEnv, mask: torch.Tensor) -> None:
+        """Called for the envs being reset, after the reset events and commands."""
+
+
 @dataclasses.dataclass
 class TaskSpec:
     """Everything that makes a task: its model and its terms."""
@@ -96,10 +122,15 @@ class TaskSpec:
     rewards: dict[str, RewardTerm]
     terminations: dict[str, TerminationTerm]
     events: dict[str, EventTerm] = dataclasses.field(default_factory=dict)
-    action_offset: Callable[[Simulation], torch.Tensor] | None = None
+    commands: dict[str, CommandTerm] = dataclasses.field(default_factory=dict)
+    robot: RobotConfig | None = None
+    """A floating-base robot, resolved into `env.robot` when the env is built."""
+    contacts: bool = False
+    """Find which geoms touch something once per env step, into `env.contacts` (num_envs, ngeom)."""
+    action_offset: Callable[[VecEnv], torch.Tensor] | None = None
     """ctrl = offset + action_scale * action; None means an offset of zero."""
-    buffers: Callable[[VecEnv], dict[str, torch.Tensor]] | None = None
-    """Extra per-env state the terms share (commands, timers), created once."""
+    state: Callable[[VecEnv], StepState] | None = None
+    """Builds the task's shared per-step state (`env.state`) once, with the env."""
     refresh_kinematics_on_reset: bool = False
     """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
 
@@ -121,17 +152,31 @@ class VecEnv:
         self.generator.manual_seed(seed)
 
         n, nu = self.num_envs, self.sim.mj_model.nu
+        self.robot = Robot.resolve(self.sim.mj_model, task.robot, device) if task.robot else None
         self.num_actions = nu
         self.actions = torch.zeros(n, nu, device=device)
         self.last_actions = torch.zeros(n, nu, device=device)
-        offset = task.action_offset(self.sim) if task.action_offset else torch.zeros(nu)
+        offset = task.action_offset(self) if task.action_offset else torch.zeros(nu)
         self.action_offset = offset.to(device)
         self.episode_length = torch.zeros(n, dtype=torch.long, device=device)
         self.episode_return = torch.zeros(n, device=device)
-        self.buffers = task.buffers(self) if task.buffers else {}
-        self._interval_timers = {
-            name: torch.zeros(n, device=device) for name, ev in task.events.items() if ev.mode == "interval"
-        }
+        self.terminated = torch.zeros(n, dtype=torch.bool, device=device)
+        """Which envs the termination terms end at this step (time-outs excluded): rewards,
+        computed after the terminations, may read it."""
+        self.contacts = self.sim.geom_contacts() if task.contacts else torch.zeros(0)
+        self.commands = {name: torch.zeros(n, term.dim, device=device) for name, term in task.commands.items()}
+        self.state: Any = task.state(self) if task.state else None
+        # Commands first, then interval events: each with a per-env timer and what it does to
+        # the envs that are due.
+        self._interval_jobs = [
+            (torch.zeros(n, device=device), term.resample_interval_s, partial(self._resample_command, name))
+            for name, term in task.commands.items()
+            if math.isfinite(term.resample_interval_s[1])
+        ] + [
+            (torch.zeros(n, device=device), ev.interval_s, partial(ev.func, self))
+            for ev in task.events.values()
+            if ev.mode == "interval"
+        ]
         self._reset_stats()
         self.obs_dims = {}
         self._memo: dict[Callable, torch.Tensor] | None = None
@@ -148,6 +193,7 @@ class VecEnv:
         self._whole_episode = torch.full((n,), not cfg.random_initial_episode_length, device=device)
         if cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
+        self._after_physics()
         self.obs = self.compute_obs()
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
 
@@ -163,13 +209,15 @@ class VecEnv:
         self.last_actions.copy_(self.actions)
         self.actions.copy_(actions.clamp(-self.cfg.action_clip, self.cfg.action_clip))
         self.sim.ctrl.copy_(self.action_offset + self.cfg.action_scale * self.actions)
-        self._run_interval_events()
+        self._run_interval_jobs()
         self.sim.step()
         self.episode_length += 1
+        self._after_physics()
 
         with self._one_state():
-            reward, term_values = self._compute_reward()
             terminated, truncated = self._compute_dones()
+            self.terminated = terminated
+            reward, term_values = self._compute_reward()
             final_obs = self.compute_obs()
 
         # Envs whose state, observation or reward is not finite end here (a termination, with
@@ -259,15 +307,24 @@ class VecEnv:
         # A terminated env is not also truncated: its final value must not be bootstrapped.
         return terminated, truncated & ~terminated
 
-    def _run_interval_events(self) -> None:
-        for name, timer in self._interval_timers.items():
-            event = self.task.events[name]
+    def _after_physics(self) -> None:
+        """One contact pass, then the task's shared state advances: once per physics step."""
+        if self.task.contacts:
+            self.contacts = self.sim.geom_contacts()
+        if self.state is not None:
+            self.state.update(self)
+
+    def _run_interval_jobs(self) -> None:
+        for timer, (low, high), job in self._interval_jobs:
             timer -= self.step_dt
             due = timer <= 0
-            event.func(self, due)
-            low, high = event.interval_s
+            job(due)
             fresh = low + (high - low) * torch.rand(self.num_envs, device=self.device, generator=self.generator)
             timer.copy_(torch.where(due, fresh, timer))
+
+    def _resample_command(self, name: str, mask: torch.Tensor) -> None:
+        fresh = self.task.commands[name].sample(self)
+        self.commands[name].copy_(torch.where(mask.unsqueeze(1), fresh, self.commands[name]))
 
     # ---------------------------------------------------------------------------- resets
 
@@ -282,6 +339,10 @@ class VecEnv:
         for ev in self.task.events.values():
             if ev.mode == "reset":
                 ev.func(self, mask)
+        for name in self.commands:
+            self._resample_command(name, mask)
+        if self.state is not None:
+            self.state.reset(self, mask)
         if self.task.refresh_kinematics_on_reset:
             self.sim.kinematics()
         self.episode_length.masked_fill_(mask, 0)

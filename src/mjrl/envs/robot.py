@@ -1,0 +1,135 @@
+"""A floating-base robot as data: its MJCF and the names the terms need, resolved to indices
+when the env is built.
+
+A `RobotConfig` only names things (bodies, joints, geoms, a keyframe), so a user's own MJCF
+works by config alone, with its own names. `Robot.resolve` looks the names up in the compiled
+model once, checks them, and keeps what the terms read every step as device tensors or slices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mujoco
+import torch
+
+from mjrl.errors import UsageError
+
+Index = slice | torch.Tensor
+"""Columns of a batched state tensor: a slice when they are contiguous (a view, no copy), else a
+long tensor on the env's device (a Python list would be copied there at every use)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RobotConfig:
+    """A floating-base robot: its MJCF file and the names of the parts the terms read."""
+
+    mjcf: str
+    """Path of the robot's MJCF (with the floor). Actuator k must drive the k-th joint of `joints`."""
+    base_body: str = "trunk"
+    """The body of the free joint: its velocity and orientation are the base's."""
+    joints: tuple[str, ...] = ()
+    """Actuated joints in action order; empty: the joints the actuators drive, in actuator order."""
+    home_keyframe: str = "home"
+    """Keyframe of the standing pose: resets start from it and actions are offsets from it."""
+    floor_geom: str = "floor"
+    """The ground plane."""
+    foot_geoms: tuple[str, ...] = ()
+    """Geoms of the feet (spheres): their contacts, heights and speeds drive the gait terms."""
+    fatal_contact_geoms: tuple[str, ...] = ()
+    """Geoms whose ground contact ends the episode (e.g. base and thighs)."""
+    undesired_contact_geoms: tuple[str, ...] = ()
+    """Geoms whose ground contact is penalised (e.g. every colliding part but the feet)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Robot:
+    """A `RobotConfig` resolved against the compiled model, on the env's device."""
+
+    base_body: int
+    base_mass: float
+    """The base body's nominal mass (kg)."""
+    base_qpos: int
+    """qpos address of the free joint: position (3) then quaternion (4)."""
+    base_dof: int
+    """dof address of the free joint: linear velocity (3, world frame) then angular (3, body frame)."""
+    joint_qpos: Index
+    joint_dof: Index
+    home_qpos: torch.Tensor
+    """(nq,) the home keyframe's qpos."""
+    home_joint_pos: torch.Tensor
+    """(joints,) the home keyframe's joint positions, in action order."""
+    joint_lower: torch.Tensor
+    joint_upper: torch.Tensor
+    floor_geom: int
+    foot_geoms: torch.Tensor
+    foot_radius: float
+    fatal_geoms: torch.Tensor
+    undesired_geoms: torch.Tensor
+
+    @classmethod
+    def resolve(cls, model: mujoco.MjModel, cfg: RobotConfig, device: torch.device) -> Robot:
+        """Look every name up in `model`; a UsageError says which name is wrong and what exists."""
+        base = _id(model, mujoco.mjtObj.mjOBJ_BODY, cfg.base_body, "base_body")
+        free = model.body_jntadr[base]
+        if free < 0 or int(model.jnt_type[free]) != int(mujoco.mjtJoint.mjJNT_FREE):
+            raise UsageError(f"robot config: base_body {cfg.base_body!r} has no free joint; name the floating base")
+        joints = [_id(model, mujoco.mjtObj.mjOBJ_JOINT, name, "joints") for name in cfg.joints] or _actuated(model)
+        _check_actuators(model, joints)
+        home = _id(model, mujoco.mjtObj.mjOBJ_KEY, cfg.home_keyframe, "home_keyframe")
+        home_qpos = torch.tensor(model.key_qpos[home], dtype=torch.float32, device=device)
+        qpos_index = [int(model.jnt_qposadr[j]) for j in joints]
+        feet = [_id(model, mujoco.mjtObj.mjOBJ_GEOM, name, "foot_geoms") for name in cfg.foot_geoms]
+
+        def geoms(names: tuple[str, ...], field: str) -> torch.Tensor:
+            ids = [_id(model, mujoco.mjtObj.mjOBJ_GEOM, name, field) for name in names]
+            return torch.tensor(ids, dtype=torch.long, device=device)
+
+        return cls(
+            base_body=base,
+            base_mass=float(model.body_mass[base]),
+            base_qpos=int(model.jnt_qposadr[free]),
+            base_dof=int(model.jnt_dofadr[free]),
+            joint_qpos=_index(qpos_index, device),
+            joint_dof=_index([int(model.jnt_dofadr[j]) for j in joints], device),
+            home_qpos=home_qpos,
+            home_joint_pos=home_qpos[qpos_index],
+            joint_lower=torch.tensor(model.jnt_range[joints, 0], dtype=torch.float32, device=device),
+            joint_upper=torch.tensor(model.jnt_range[joints, 1], dtype=torch.float32, device=device),
+            floor_geom=_id(model, mujoco.mjtObj.mjOBJ_GEOM, cfg.floor_geom, "floor_geom"),
+            foot_geoms=torch.tensor(feet, dtype=torch.long, device=device),
+            foot_radius=float(model.geom_size[feet[0], 0]) if feet else 0.0,
+            fatal_geoms=geoms(cfg.fatal_contact_geoms, "fatal_contact_geoms"),
+            undesired_geoms=geoms(cfg.undesired_contact_geoms, "undesired_contact_geoms"),
+        )
+
+
+def _id(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str, field: str) -> int:
+    i = mujoco.mj_name2id(model, kind, name)
+    if i < 0:
+        count = {"body": model.nbody, "joint": model.njnt, "geom": model.ngeom, "key": model.nkey}
+        what = kind.name.removeprefix("mjOBJ_").lower()
+        names = [mujoco.mj_id2name(model, kind, k) for k in range(count[what])]
+        known = ", ".join(n for n in names if n) or "none"
+        raise UsageError(f"robot config: {field} names no {what} {name!r}; the model's {what}s: {known}")
+    return i
+
+
+def _actuated(model: mujoco.MjModel) -> list[int]:
+    return [int(model.actuator_trnid[k, 0]) for k in range(model.nu)]
+
+
+def _check_actuators(model: mujoco.MjModel, joints: list[int]) -> None:
+    """Actions are written to ctrl in actuator order, so actuator k must drive joint k."""
+    if _actuated(model) != joints:
+        names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in _actuated(model)]
+        raise UsageError(f"robot config: joints must list the actuated joints in actuator order: {', '.join(names)}")
+    bad = [j for j in joints if int(model.jnt_type[j]) not in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))]
+    if bad:
+        raise UsageError("robot config: every actuated joint must be a hinge or a slide joint")
+
+
+def _index(columns: list[int], device: torch.device) -> Index:
+    start = columns[0] if columns else 0
+    if columns == list(range(start, start + len(columns))):
+        return slice(start, start + len(columns))
+    return torch.tensor(columns, dtype=torch.long, device=device)

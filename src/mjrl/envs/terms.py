@@ -1,0 +1,256 @@
+"""Robot-agnostic terms for floating-base robots: observations, rewards, terminations and
+events that read only `env.robot` (a resolved `RobotConfig`), the simulation and the env.
+
+Every function takes the env first; settings come after it and are bound with
+`functools.partial` when a task builds its terms. Quantities that several terms derive from one
+state (the base's rotation, its velocity in its own frame) go through `env.cached`, so they cost
+their tensor operations once per state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import cache
+
+import torch
+
+from mjrl.envs.env import VecEnv
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def uniform(env: VecEnv, low: float, high: float, *shape: int) -> torch.Tensor:
+    """(num_envs, *shape) uniform draws from the env's generator."""
+    u = torch.rand(env.num_envs, *shape, device=env.device, generator=env.generator)
+    return low + (high - low) * u
+
+
+def masked(mask: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """`new` where the per-env `mask` is set, else `old` (mask broadcast over trailing dims)."""
+    return torch.where(mask.view(-1, *([1] * (old.dim() - 1))), new, old)
+
+
+@dataclasses.dataclass
+class UniformRanges:
+    """Several uniform ranges drawn in one call: their bounds become device vectors once, at the
+    first draw, instead of a host-to-device copy at every use."""
+
+    ranges: tuple[tuple[float, float], ...]
+    _low_width: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def draw(self, env: VecEnv) -> torch.Tensor:
+        """(num_envs, len(ranges)) draws, column i from ranges[i]."""
+        if self._low_width is None:
+            low = torch.tensor([r[0] for r in self.ranges], device=env.device)
+            self._low_width = (low, torch.tensor([r[1] for r in self.ranges], device=env.device) - low)
+        low, width = self._low_width
+        return low + width * torch.rand(env.num_envs, len(self.ranges), device=env.device, generator=env.generator)
+
+
+# Entries of the world-to-body rotation R(q)^T of a unit quaternion q = (w, x, y, z), row by
+# row, as quadratic forms in q (the constant 1 written as w² + x² + y² + z²): with the 16
+# products q_a q_b, the whole matrix is one matrix product.
+_RT_TERMS = (
+    {"ww": 1, "xx": 1, "yy": -1, "zz": -1}, {"xy": 2, "wz": 2}, {"xz": 2, "wy": -2},
+    {"xy": 2, "wz": -2}, {"ww": 1, "xx": -1, "yy": 1, "zz": -1}, {"yz": 2, "wx": 2},
+    {"xz": 2, "wy": 2}, {"yz": 2, "wx": -2}, {"ww": 1, "xx": -1, "yy": -1, "zz": 1},
+)  # fmt: skip
+
+
+@cache
+def quat_products_to_rotation(device: torch.device) -> torch.Tensor:
+    """The (16, 9) matrix taking the products q_a q_b (index 4a + b) to R(q)^T, row-major."""
+    matrix = torch.zeros(16, 9)
+    for entry, terms in enumerate(_RT_TERMS):
+        for pair, coefficient in terms.items():
+            a, b = ("wxyz".index(c) for c in pair)
+            matrix[4 * a + b, entry] = coefficient
+    return matrix.to(device)
+
+
+def base_rotation_transposed(env: VecEnv) -> torch.Tensor:
+    """(n, 3, 3) rotation from the world frame into the base's (R^T of the free joint's quaternion)."""
+    start = env.robot.base_qpos + 3
+    q = env.sim.qpos[:, start : start + 4]
+    products = (q.unsqueeze(2) * q.unsqueeze(1)).flatten(1)
+    return (products @ quat_products_to_rotation(env.device)).view(-1, 3, 3)
+
+
+# ----------------------------------------------------------------------------- observations
+
+
+def base_lin_vel(env: VecEnv) -> torch.Tensor:
+    """Base linear velocity in the base frame (the free joint's qvel is in the world frame)."""
+    dof = env.robot.base_dof
+    return (env.cached(base_rotation_transposed) * env.sim.qvel[:, dof : dof + 3].unsqueeze(1)).sum(dim=2)
+
+
+def base_ang_vel(env: VecEnv) -> torch.Tensor:
+    """Base angular velocity in the base frame (the free joint's qvel already is)."""
+    dof = env.robot.base_dof
+    return env.sim.qvel[:, dof + 3 : dof + 6]
+
+
+def projected_gravity(env: VecEnv) -> torch.Tensor:
+    """The unit gravity direction in the base frame: (0, 0, -1) when level. That is minus the
+    world z axis seen from the base: minus the last column of R^T."""
+    return -env.cached(base_rotation_transposed)[:, :, 2]
+
+
+def base_height(env: VecEnv) -> torch.Tensor:
+    """Base height above the (flat) ground."""
+    z = env.robot.base_qpos + 2
+    return env.sim.qpos[:, z : z + 1]
+
+
+def joint_pos_rel(env: VecEnv) -> torch.Tensor:
+    """Actuated joint positions relative to the home pose, in action order."""
+    return env.sim.qpos[:, env.robot.joint_qpos] - env.robot.home_joint_pos
+
+
+def joint_vel(env: VecEnv) -> torch.Tensor:
+    return env.sim.qvel[:, env.robot.joint_dof]
+
+
+def last_action(env: VecEnv) -> torch.Tensor:
+    """The raw action applied in the step just taken."""
+    return env.actions
+
+
+def command(env: VecEnv, name: str) -> torch.Tensor:
+    """The current value of command `name`."""
+    return env.commands[name]
+
+
+def ground_friction(env: VecEnv) -> torch.Tensor:
+    """Privileged: this env's sliding friction of the ground."""
+    floor = env.robot.floor_geom
+    return env.sim.model_field("geom_friction")[:, floor, 0:1]
+
+
+def base_mass_offset(env: VecEnv) -> torch.Tensor:
+    """Privileged: mass added to the base (kg)."""
+    base = env.robot.base_body
+    return env.sim.model_field("body_mass")[:, base : base + 1] - env.robot.base_mass
+
+
+# ---------------------------------------------------------------------------------- rewards
+
+
+def lin_vel_z(env: VecEnv) -> torch.Tensor:
+    """Vertical base velocity squared."""
+    return env.cached(base_lin_vel)[:, 2] ** 2
+
+
+def ang_vel_xy(env: VecEnv) -> torch.Tensor:
+    """Roll and pitch rate squared."""
+    return torch.sum(base_ang_vel(env)[:, :2] ** 2, dim=1)
+
+
+def joint_torques(env: VecEnv) -> torch.Tensor:
+    """Sum of squared actuator forces."""
+    return torch.sum(env.sim.actuator_force**2, dim=1)
+
+
+def joint_acc(env: VecEnv) -> torch.Tensor:
+    """Joint accelerations of the last physics substep (qacc, as mjlab), not a finite difference."""
+    return torch.sum(env.sim.qacc[:, env.robot.joint_dof] ** 2, dim=1)
+
+
+def action_rate(env: VecEnv) -> torch.Tensor:
+    """Squared change of the raw action between env steps."""
+    return torch.sum((env.actions - env.last_actions) ** 2, dim=1)
+
+
+def flat_orientation(env: VecEnv) -> torch.Tensor:
+    """Squared horizontal components of gravity in the base frame (0 when level)."""
+    return torch.sum(env.cached(projected_gravity)[:, :2] ** 2, dim=1)
+
+
+def undesired_contacts(env: VecEnv) -> torch.Tensor:
+    """Number of the robot's undesired-contact geoms touching something."""
+    return env.contacts.index_select(1, env.robot.undesired_geoms).sum(dim=1).float()
+
+
+def is_terminated(env: VecEnv) -> torch.Tensor:
+    """1 where a termination term ends the episode this step (time-outs excluded), else 0."""
+    return env.terminated.float()
+
+
+# ------------------------------------------------------------------------------ terminations
+
+
+def illegal_contact(env: VecEnv) -> torch.Tensor:
+    """One of the robot's fatal-contact geoms touches something."""
+    return env.contacts.index_select(1, env.robot.fatal_geoms).any(dim=1)
+
+
+def bad_orientation(env: VecEnv, max_tilt: float) -> torch.Tensor:
+    """The base's up axis is tilted more than `max_tilt` from vertical (or upside down)."""
+    return env.cached(projected_gravity)[:, 2] > -math.cos(max_tilt)
+
+
+# ------------------------------------------------------------------------------------ events
+
+
+def home_joint_positions(env: VecEnv) -> torch.Tensor:
+    """Action offset: the home pose's joint positions, so a zero action holds the home pose."""
+    return env.robot.home_joint_pos
+
+
+@dataclasses.dataclass
+class ResetToHome:
+    """Reset event: the home pose with a random heading, uniform joint offsets (clamped to the
+    joint ranges) and a uniform base velocity. The heading replaces the home orientation."""
+
+    joint_pos_noise: float
+    """Half-width (rad) of the joint offsets."""
+    base_vel_noise: float
+    """Half-width of the base's linear (m/s) and angular (rad/s) velocity."""
+    _draws: UniformRanges | None = None
+
+    def __call__(self, env: VecEnv, mask: torch.Tensor) -> None:
+        robot, joints = env.robot, env.num_actions
+        if self._draws is None:
+            # One draw for every random number: heading, joint offsets, 6 base velocities.
+            pos, vel = self.joint_pos_noise, self.base_vel_noise
+            self._draws = UniformRanges(((-math.pi, math.pi), *[(-pos, pos)] * joints, *[(-vel, vel)] * 6))
+        draw = self._draws.draw(env)
+        qpos = robot.home_qpos.expand(env.num_envs, -1).clone()
+        half_yaw, quat = draw[:, 0] / 2, robot.base_qpos + 3
+        qpos[:, quat] = torch.cos(half_yaw)
+        qpos[:, quat + 3] = torch.sin(half_yaw)
+        home_joints = qpos[:, robot.joint_qpos] + draw[:, 1 : 1 + joints]
+        qpos[:, robot.joint_qpos] = torch.clamp(home_joints, robot.joint_lower, robot.joint_upper)
+        qvel = torch.zeros_like(env.sim.qvel)
+        qvel[:, robot.base_dof : robot.base_dof + 6] = draw[:, 1 + joints :]
+        env.sim.qpos.copy_(masked(mask, qpos, env.sim.qpos))
+        env.sim.qvel.copy_(masked(mask, qvel, env.sim.qvel))
+
+
+def randomize_friction_and_mass(
+    env: VecEnv, mask: torch.Tensor, friction: tuple[float, float], base_mass_offset: tuple[float, float]
+) -> None:
+    """Per-env ground friction and base mass, written into the per-world model fields (the task
+    makes `geom_friction` and `body_mass` per-world fields).
+
+    The friction goes to every geom of the env's world: MuJoCo uses the larger friction of the
+    two geoms in contact, so this makes it the friction of every contact.
+    """
+    friction_field = env.sim.model_field("geom_friction")
+    mu = uniform(env, *friction).unsqueeze(1).expand(-1, friction_field.shape[1])
+    friction_field[:, :, 0] = masked(mask, mu, friction_field[:, :, 0])
+    mass, base = env.sim.model_field("body_mass"), env.robot.base_body
+    new_mass = env.robot.base_mass + uniform(env, *base_mass_offset)
+    mass[:, base] = masked(mask, new_mass, mass[:, base])
+
+
+def push_base(env: VecEnv, mask: torch.Tensor, velocity: float) -> None:
+    """Add a random horizontal velocity (half-width `velocity`) to the base. Interval timers all
+    start due, so envs at time 0 (constructed or reset this step) are skipped: they were just
+    given a random velocity."""
+    due = mask & (env.sim.time > 0)
+    kick = uniform(env, -velocity, velocity, 2)
+    dof = env.robot.base_dof
+    env.sim.qvel[:, dof : dof + 2] += kick * due.unsqueeze(1)

@@ -1,0 +1,112 @@
+"""Velocity tracking on flat ground for any legged robot with position-controlled joints.
+
+The policy acts at 50 Hz (0.005 s physics steps, decimation 4) and sets joint position targets
+around the robot's home pose. It is commanded a forward and lateral velocity and a yaw rate in
+its own frame, resampled every few seconds, and rewarded for tracking them (legged_gym / mjlab
+style rewards). The critic also sees privileged state: ground friction, foot contacts, the
+base's added mass and its height.
+
+The robot is data (`VelocityEnvConfig.robot`, a `RobotConfig` of names); a robot's module sets
+it with its own defaults and registers a `Task` (see `go1.py`, `mule.py` and
+docs/writing-a-task.md).
+
+Reward scaling: every weight is per second. `build` multiplies it by the env step (0.02 s), as
+legged_gym and mjlab do, so an episode's return does not depend on the control rate and the
+perfect tracking return of a 20 s episode is 20 * (weight_lin + weight_yaw).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+from pathlib import Path
+
+from mjrl.envs import CommandTerm, EventTerm, ObsTerm, RewardTerm, TaskSpec, TerminationTerm
+from mjrl.envs import terms as mdp
+from mjrl.errors import UsageError
+from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.config import VelocityEnvConfig
+from mjrl.tasks.velocity.legged import COMMAND, play_metrics
+
+__all__ = ["VelocityEnvConfig", "build", "play_metrics"]
+
+
+def _observations(cfg: VelocityEnvConfig) -> dict[str, dict[str, ObsTerm]]:
+    noise = cfg.noise
+    actor = {
+        "base_lin_vel": ObsTerm(mdp.base_lin_vel, noise_std=noise.lin_vel),
+        "base_ang_vel": ObsTerm(mdp.base_ang_vel, noise_std=noise.ang_vel),
+        "projected_gravity": ObsTerm(mdp.projected_gravity, noise_std=noise.gravity),
+        "command": ObsTerm(legged.velocity_command),
+        "joint_pos": ObsTerm(mdp.joint_pos_rel, noise_std=noise.joint_pos),
+        "joint_vel": ObsTerm(mdp.joint_vel, noise_std=noise.joint_vel),
+        "last_action": ObsTerm(mdp.last_action),
+    }
+    privileged = {
+        "ground_friction": ObsTerm(mdp.ground_friction),
+        "foot_contacts": ObsTerm(legged.foot_contact_states),
+        "base_mass_offset": ObsTerm(mdp.base_mass_offset),
+        "base_height": ObsTerm(mdp.base_height),
+    }
+    # Critic observations are never noised (VecEnv only noises the "actor" group).
+    return {"actor": actor, "critic": {**actor, **privileged}}
+
+
+def _rewards(cfg: VelocityEnvConfig) -> dict[str, RewardTerm]:
+    w, dt = cfg.rewards, cfg.sim.timestep * cfg.sim.decimation
+    weighted = {
+        "track_lin_vel": (partial(legged.track_lin_vel, sigma=w.tracking_sigma), w.track_lin_vel),
+        "track_yaw_rate": (partial(legged.track_yaw_rate, sigma=w.tracking_sigma), w.track_yaw_rate),
+        "lin_vel_z": (mdp.lin_vel_z, w.lin_vel_z),
+        "ang_vel_xy": (mdp.ang_vel_xy, w.ang_vel_xy),
+        "joint_torques": (mdp.joint_torques, w.joint_torques),
+        "joint_acc": (mdp.joint_acc, w.joint_acc),
+        "action_rate": (mdp.action_rate, w.action_rate),
+        "undesired_contacts": (mdp.undesired_contacts, w.undesired_contacts),
+        "flat_orientation": (mdp.flat_orientation, w.flat_orientation),
+        "feet_air_time": (partial(legged.feet_air_time, threshold=w.feet_air_time_threshold), w.feet_air_time),
+        "feet_slip": (legged.feet_slip, w.feet_slip),
+        "feet_clearance": (partial(legged.feet_clearance, height=w.feet_clearance_height), w.feet_clearance),
+        "termination": (mdp.is_terminated, w.termination),
+    }
+    return {name: RewardTerm(func, weight=weight * dt) for name, (func, weight) in weighted.items() if weight}
+
+
+def _events(cfg: VelocityEnvConfig) -> dict[str, EventTerm]:
+    rand = cfg.randomization
+    events = {
+        "randomize_physics": EventTerm(
+            partial(mdp.randomize_friction_and_mass, friction=rand.friction, base_mass_offset=rand.base_mass_offset)
+        ),
+        "reset_robot": EventTerm(mdp.ResetToHome(rand.joint_pos_noise, rand.base_vel_noise)),
+    }
+    if rand.push_velocity > 0:
+        push = partial(mdp.push_base, velocity=rand.push_velocity)
+        events["push_robot"] = EventTerm(push, mode="interval", interval_s=rand.push_interval_s)
+    return events
+
+
+def build(cfg: VelocityEnvConfig) -> TaskSpec:
+    if not Path(cfg.robot.mjcf).is_file():
+        raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
+    commands = cfg.commands
+    sample = legged.VelocityCommand((commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction)
+    return TaskSpec(
+        model_xml=Path(cfg.robot.mjcf),
+        robot=cfg.robot,
+        observations=_observations(cfg),
+        rewards=_rewards(cfg),
+        terminations={
+            "illegal_contact": TerminationTerm(mdp.illegal_contact),
+            "bad_orientation": TerminationTerm(partial(mdp.bad_orientation, max_tilt=cfg.max_tilt_rad)),
+        },
+        events=_events(cfg),
+        commands={COMMAND: CommandTerm(sample, dim=3, resample_interval_s=commands.resample_interval_s)},
+        contacts=True,
+        action_offset=mdp.home_joint_positions,
+        state=legged.FeetState,
+        # Foot positions are read only after physics steps, and the foot speed skips each
+        # episode's first step; everything else reads qpos/qvel, contacts or model fields. So
+        # resets need no kinematics pass.
+        refresh_kinematics_on_reset=False,
+    )

@@ -1,0 +1,189 @@
+"""The velocity task's settings: commands, observation noise, rewards, randomisation, and the
+robot (`mjrl.envs.robot.RobotConfig`, names in its MJCF)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from mjrl.envs import EnvConfig
+from mjrl.envs.robot import RobotConfig
+from mjrl.rl.config import AgentConfig
+from mjrl.sim import SimConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandConfig:
+    """Velocity commands, in the robot's heading frame."""
+
+    lin_vel_x: tuple[float, float] = (-1.0, 1.0)
+    """Range of the forward velocity command (m/s)."""
+    lin_vel_y: tuple[float, float] = (-0.5, 0.5)
+    """Range of the lateral velocity command (m/s)."""
+    yaw_rate: tuple[float, float] = (-1.0, 1.0)
+    """Range of the yaw rate command (rad/s)."""
+    standing_fraction: float = 0.1
+    """Probability that a (re)sampled command is zero: stand still."""
+    resample_interval_s: tuple[float, float] = (3.0, 8.0)
+    """Commands are resampled after a time drawn uniformly from this range (and at resets)."""
+
+    bounds: ClassVar[dict] = {
+        "lin_vel_x": "ordered",
+        "lin_vel_y": "ordered",
+        "yaw_rate": "ordered",
+        "standing_fraction": "[0, 1]",
+        "resample_interval_s": ("> 0", "ordered"),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsNoiseConfig:
+    """Std of the Gaussian noise on actor observations (used when `obs_noise` is on)."""
+
+    lin_vel: float = 0.1
+    """Base linear velocity (m/s)."""
+    ang_vel: float = 0.2
+    """Base angular velocity (rad/s)."""
+    gravity: float = 0.05
+    """Projected gravity (unit vector)."""
+    joint_pos: float = 0.01
+    """Joint positions (rad)."""
+    joint_vel: float = 1.5
+    """Joint velocities (rad/s)."""
+
+    bounds: ClassVar[dict] = {name: ">= 0" for name in ("lin_vel", "ang_vel", "gravity", "joint_pos", "joint_vel")}
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardConfig:
+    """Reward weights, per second of simulated time (multiplied by the 0.02 s env step).
+
+    Tracking, action-rate and foot terms follow mjlab's velocity task (its Go1 weights): a policy
+    that moves by jittering its joints, feet sliding on the ground, must pay for it, or the noise
+    of the Gaussian policy is what tracks the command and its mean action barely moves."""
+
+    track_lin_vel: float = 2.0
+    """exp(-|v_xy - command_xy|^2 / tracking_sigma), base frame."""
+    track_yaw_rate: float = 1.0
+    """exp(-(w_z - command_yaw)^2 / tracking_sigma), base frame."""
+    tracking_sigma: float = 0.25
+    """Squared error (m^2/s^2 or rad^2/s^2) at which a tracking reward falls to 1/e."""
+    lin_vel_z: float = -2.0
+    """Vertical base velocity squared."""
+    ang_vel_xy: float = -0.05
+    """Roll and pitch rate squared."""
+    joint_torques: float = -2e-4
+    """Sum of squared actuator torques (Nm^2)."""
+    joint_acc: float = -2.5e-7
+    """Sum of squared joint accelerations ((rad/s^2)^2)."""
+    action_rate: float = -0.1
+    """Sum of squared changes of the raw action between env steps (mjlab's weight; -0.01 left
+    a jittering policy almost unpunished)."""
+    undesired_contacts: float = -1.0
+    """Number of the robot's undesired-contact geoms (e.g. trunk, thighs, calves) touching the floor."""
+    flat_orientation: float = -2.0
+    """Squared horizontal components of gravity in the base frame (0 when level)."""
+    termination: float = -500.0
+    """Paid on the step an episode terminates (not on time-outs): -500 x 0.02 s = -10. Without it
+    an untrained policy, whose penalties outweigh its tracking reward, learns to fall at once."""
+    feet_air_time: float = 1.0
+    """Sum over feet touching down of (air time - feet_air_time_threshold), while commanded to move."""
+    feet_air_time_threshold: float = 0.5
+    """Swing duration (s) above which a step is rewarded and below which it is penalised."""
+    feet_slip: float = -0.1
+    """Sum over feet on the ground of their squared horizontal speed (m^2/s^2), while commanded
+    to move: feet that slide instead of stepping."""
+    feet_clearance: float = -2.0
+    """Sum over feet of |height above ground - feet_clearance_height| times the foot's horizontal
+    speed, while commanded to move: a foot that moves should be lifted."""
+    feet_clearance_height: float = 0.08
+    """Target height (m) of the bottom of a moving foot."""
+
+    # The weights are any finite numbers (penalties are negative).
+    bounds: ClassVar[dict] = {
+        "tracking_sigma": "> 0",
+        "feet_air_time_threshold": ">= 0",
+        "feet_clearance_height": ">= 0",
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomizationConfig:
+    """Domain randomisation, reset distribution and pushes."""
+
+    friction: tuple[float, float] = (0.5, 1.25)
+    """Range of the sliding friction of the ground contacts, drawn per env at every reset."""
+    base_mass_offset: tuple[float, float] = (-1.0, 1.0)
+    """Range of the mass (kg) added to the base body, drawn per env at every reset."""
+    joint_pos_noise: float = 0.1
+    """Half-width of the uniform offset (rad) of the initial joint positions from home."""
+    base_vel_noise: float = 0.5
+    """Half-width of the uniform initial base linear (m/s) and angular (rad/s) velocity."""
+    push_velocity: float = 0.5
+    """Half-width of the uniform horizontal velocity change (m/s) of a push; 0 disables pushes."""
+    push_interval_s: tuple[float, float] = (8.0, 12.0)
+    """Time between pushes of an env, drawn uniformly from this range."""
+
+    bounds: ClassVar[dict] = {
+        "friction": (">= 0", "ordered"),
+        "base_mass_offset": "ordered",
+        "joint_pos_noise": ">= 0",
+        "base_vel_noise": ">= 0",
+        "push_velocity": ">= 0",
+        "push_interval_s": ("> 0", "ordered"),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class VelocityEnvConfig(EnvConfig):
+    """A legged robot tracking velocity commands on flat ground."""
+
+    robot: RobotConfig = RobotConfig(mjcf="")
+    """The robot: its MJCF and the names of its base, joints, feet and contact geoms."""
+    episode_length_s: float = 20.0
+    """Episode length in seconds (1000 env steps at 50 Hz)."""
+    action_scale: float = 0.25
+    """Joint position target = home + action_scale * action (rad per unit action)."""
+    action_clip: float = 100.0
+    """As legged_gym: effectively unclipped; the actuators' ctrlrange (the joint range) bounds targets."""
+    max_tilt_rad: float = 1.0
+    """The episode ends when the base's up axis is tilted more than this from vertical."""
+    commands: CommandConfig = CommandConfig()
+    """Velocity command distribution."""
+    noise: ObsNoiseConfig = ObsNoiseConfig()
+    """Actor observation noise."""
+    rewards: RewardConfig = RewardConfig()
+    """Reward weights."""
+    randomization: RandomizationConfig = RandomizationConfig()
+    """Domain randomisation and pushes."""
+    sim: SimConfig = SimConfig(decimation=4, timestep=0.005, per_world_model_fields=("geom_friction", "body_mass"))
+    """Physics settings; a robot sets its own contact-buffer sizes (`nconmax`, `njmax`)."""
+
+    bounds: ClassVar[dict] = {"max_tilt_rad": "> 0"}
+
+
+# PPO settings of the velocity task, for every robot (rsl_rl's and mjlab's for legged robots).
+AGENT = AgentConfig(
+    num_steps_per_env=24,
+    max_iterations=1500,
+    save_interval=100,
+    eval_interval=50,
+    warm_up_normalizers=True,
+    actor_hidden_dims=(512, 256, 128),
+    critic_hidden_dims=(512, 256, 128),
+    activation="elu",
+    init_noise_std=1.0,
+    # The adaptive schedule's starting point. Adam's first steps move every weight by about the
+    # rate whatever the gradient, and at 1e-3 iteration 0's KL was 3.3x the later median (256
+    # envs); at 3e-4 it is 1.4x. The schedule settles at 4e-5 to 3e-4 within a few minibatch
+    # steps either way (docs/benchmarks.md, "The KL guard").
+    learning_rate=3e-4,
+    schedule="adaptive",
+    desired_kl=0.01,
+    num_learning_epochs=5,
+    num_mini_batches=4,
+    clip_param=0.2,
+    entropy_coef=0.01,
+    gamma=0.99,
+    lam=0.95,
+)

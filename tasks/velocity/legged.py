@@ -1,0 +1,163 @@
+"""Terms of legged velocity tracking: the velocity command, the feet's shared state (contacts,
+swing timers, heights, speeds) and the rewards and evaluation figures built on them.
+
+They read the robot's feet through `env.robot` (resolved from `RobotConfig.foot_geoms`), so
+they hold for any legged robot with spherical feet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from mjrl.envs import VecEnv
+from mjrl.envs.terms import UniformRanges, base_ang_vel, base_lin_vel
+
+COMMAND = "base_velocity"
+"""Name of the velocity command: (forward m/s, lateral m/s, yaw rad/s) in the base frame."""
+
+
+@dataclasses.dataclass
+class VelocityCommand:
+    """Samples velocity commands; a `standing_fraction` of them are zero (stand still)."""
+
+    ranges: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
+    """Ranges of the forward velocity, lateral velocity and yaw rate."""
+    standing_fraction: float
+    _draws: UniformRanges | None = None
+
+    def __call__(self, env: VecEnv) -> torch.Tensor:
+        if self._draws is None:
+            self._draws = UniformRanges(self.ranges)
+        cmd = self._draws.draw(env)
+        stand = torch.rand(env.num_envs, device=env.device, generator=env.generator) < self.standing_fraction
+        return cmd * ~stand.unsqueeze(1)
+
+
+def velocity_command(env: VecEnv) -> torch.Tensor:
+    """(n, 3): commanded forward velocity, lateral velocity and yaw rate."""
+    return env.commands[COMMAND]
+
+
+def is_moving_command(env: VecEnv) -> torch.Tensor:
+    """(n,) bool: the command asks for motion (not ~zero)."""
+    cmd = velocity_command(env)
+    return (torch.linalg.vector_norm(cmd[:, :2], dim=1) > 0.1) | (cmd[:, 2].abs() > 0.1)
+
+
+class FeetState:
+    """What the foot terms read, advanced once per physics step from the env's contact pass:
+    which feet touch, their height and horizontal speed, and their swing timers. Right after a
+    reset the contacts still describe the last physics step of the old episode."""
+
+    def __init__(self, env: VecEnv):
+        n, feet, dev = env.num_envs, env.robot.foot_geoms.numel(), env.device
+        self.contacts = torch.zeros(n, feet, dtype=torch.bool, device=dev)
+        """Which feet touch the ground."""
+        self.height = torch.zeros(n, feet, device=dev)
+        """Height of the bottom of each foot above the (flat) ground (m)."""
+        self.speed = torch.zeros(n, feet, device=dev)
+        """Horizontal speed of each foot over the last env step (m/s); 0 on an episode's first step."""
+        self.air_time = torch.zeros(n, feet, device=dev)
+        """How long each foot has been in the air (s)."""
+        self.landing_air_time = torch.zeros(n, feet, device=dev)
+        """For feet that touched down this step, the swing time that just ended, else 0."""
+        self.last_contacts = torch.zeros(n, feet, dtype=torch.bool, device=dev)
+        self.last_position = torch.zeros(n, feet, 3, device=dev)
+
+    def update(self, env: VecEnv) -> None:
+        feet = env.robot.foot_geoms
+        self.contacts = env.contacts.index_select(1, feet)
+        position = env.sim.geom_xpos.index_select(1, feet)
+        # Foot speed by a finite difference over the env step; not defined on an episode's first step.
+        speed = torch.linalg.vector_norm(position[..., :2] - self.last_position[..., :2], dim=-1) / env.step_dt
+        self.speed = speed * (env.episode_length > 1).unsqueeze(1)
+        self.height = position[..., 2] - env.robot.foot_radius
+        self.last_position.copy_(position)
+        # A foot counts as touching if it touches now or touched at the last step (filters
+        # contact flicker).
+        touching = self.contacts | self.last_contacts
+        air_time = self.air_time + env.step_dt
+        self.landing_air_time.copy_(air_time * ((self.air_time > 0) & touching))
+        self.air_time.copy_(air_time * ~touching)
+        self.last_contacts.copy_(self.contacts)
+
+    def reset(self, env: VecEnv, mask: torch.Tensor) -> None:
+        for timer in (self.air_time, self.landing_air_time, self.last_contacts):
+            timer.masked_fill_(mask.unsqueeze(1), 0)
+
+
+def feet(env: VecEnv) -> FeetState:
+    return env.state
+
+
+def foot_contact_states(env: VecEnv) -> torch.Tensor:
+    """Privileged observation: 1 for each foot on the ground."""
+    return feet(env).contacts.float()
+
+
+# ---------------------------------------------------------------------------------- rewards
+
+
+def track_lin_vel(env: VecEnv, sigma: float) -> torch.Tensor:
+    """exp(-|v_xy - command_xy|^2 / sigma), in the base frame."""
+    error = torch.sum((velocity_command(env)[:, :2] - env.cached(base_lin_vel)[:, :2]) ** 2, dim=1)
+    return torch.exp(-error / sigma)
+
+
+def track_yaw_rate(env: VecEnv, sigma: float) -> torch.Tensor:
+    """exp(-(w_z - command_yaw)^2 / sigma)."""
+    error = (velocity_command(env)[:, 2] - base_ang_vel(env)[:, 2]) ** 2
+    return torch.exp(-error / sigma)
+
+
+def feet_air_time(env: VecEnv, threshold: float) -> torch.Tensor:
+    """Sum over the feet that touched down of (swing time - threshold); 0 for a ~zero command,
+    so standing still is not punished for keeping its feet down."""
+    landing = feet(env).landing_air_time
+    per_foot = torch.where(landing > 0, landing - threshold, torch.zeros_like(landing))
+    return per_foot.sum(dim=1) * env.cached(is_moving_command)
+
+
+def feet_slip(env: VecEnv) -> torch.Tensor:
+    """Sum over feet on the ground of their squared horizontal speed, while commanded to move."""
+    state = feet(env)
+    return torch.sum(state.speed**2 * state.contacts, dim=1) * env.cached(is_moving_command)
+
+
+def feet_clearance(env: VecEnv, height: float) -> torch.Tensor:
+    """Sum over feet of |height - target| times horizontal speed, while commanded to move."""
+    state = feet(env)
+    return torch.sum((state.height - height).abs() * state.speed, dim=1) * env.cached(is_moving_command)
+
+
+# ------------------------------------------------------------------------------- evaluation
+
+
+def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
+    """Per-env command tracking errors and gait figures at the current state, for evaluation.
+
+    Contract: call after `env.step` (or `env.reset`); returns (num_envs,) float tensors on
+    `env.device`, computed without any host synchronisation:
+      - "lin_vel_error": |command_xy - v_xy| (m/s), the norm of the planar velocity error in the
+        base frame;
+      - "yaw_rate_error": |command_yaw - w_z| (rad/s);
+      - "foot_contact_fraction": the share of feet on the ground;
+      - "swing_time_total" and "swing_time_count": the summed swing times of the feet that
+        touched down this step, and their number (their ratio is the mean swing time).
+    These are instantaneous values; the caller averages them over steps and envs. For envs that
+    just finished, they describe the first state of the new episode (as `obs` does).
+    """
+    cmd = velocity_command(env)
+    lin = torch.linalg.vector_norm(cmd[:, :2] - env.cached(base_lin_vel)[:, :2], dim=1)
+    yaw = (cmd[:, 2] - base_ang_vel(env)[:, 2]).abs()
+    state = feet(env)
+    landing = state.landing_air_time
+    return {
+        "lin_vel_error": lin,
+        "yaw_rate_error": yaw,
+        "foot_contact_fraction": state.contacts.float().mean(dim=1),
+        "swing_time_total": landing.sum(dim=1),
+        "swing_time_count": (landing > 0).sum(dim=1).float(),
+    }

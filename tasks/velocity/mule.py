@@ -1,0 +1,43 @@
+""""Mule", a 44 kg quadruped of primitive shapes (`mule.xml`), on the velocity task: the worked
+example of docs/writing-a-task.md. Its names and leg order differ from the Go1's; the task reads
+them from this config alone."""
+
+import dataclasses
+from pathlib import Path
+
+from mjrl.envs import Task
+from mjrl.envs.robot import RobotConfig
+from mjrl.tasks.velocity import build, play_metrics
+from mjrl.tasks.velocity.config import AGENT, RandomizationConfig, RewardConfig, VelocityEnvConfig
+
+LEGS = ("LF", "RF", "LH", "RH")
+
+MULE = RobotConfig(
+    mjcf=str(Path(__file__).parent / "mule.xml"),
+    base_body="base",
+    joints=tuple(f"{leg}_{joint}" for leg in LEGS for joint in ("HAA", "HFE", "KFE")),
+    home_keyframe="stand",
+    floor_geom="ground",
+    foot_geoms=tuple(f"{leg}_foot_geom" for leg in LEGS),
+    fatal_contact_geoms=("base_box", *(f"{leg}_thigh_geom" for leg in LEGS)),
+    undesired_contact_geoms=("base_box", *(f"{leg}_{part}_geom" for part in ("thigh", "shank") for leg in LEGS)),
+)
+
+MULE_ENV = VelocityEnvConfig(
+    robot=MULE,
+    # Its torques are about 4x the Go1's: the same penalty weight would cost it 16x as much.
+    rewards=RewardConfig(joint_torques=-1e-5),
+    # The added mass scales with its 24 kg base (the Go1's +-1 kg on 5.2 kg).
+    randomization=RandomizationConfig(base_mass_offset=(-3.0, 3.0)),
+    # Worst cases as the Go1's: box 4 + thighs and shanks 2 each + feet 1 each = 24 contacts;
+    # 72 constraint rows.
+    sim=dataclasses.replace(VelocityEnvConfig.sim, nconmax=24, njmax=72),
+)
+
+VELOCITY_FLAT_MULE = Task(
+    name="Mjrl-Velocity-Flat-Mule",
+    env_cfg=MULE_ENV,
+    agent_cfg=AGENT,
+    build=build,
+    play_metrics=play_metrics,
+)
