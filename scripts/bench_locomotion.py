@@ -3,8 +3,9 @@
     python scripts/bench_locomotion.py --log-root /work/runs/loco            # train (over an hour), then report
     python scripts/bench_locomotion.py --log-root /work/runs/loco --resume   # continue a cut-off run, then report
     python scripts/bench_locomotion.py --run-dir RUN                         # report on a finished run
+    python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Mule ...    # another robot, its own section
 
-Training is `train Mjrl-Velocity-Flat-Quadruped --device cpu --config configs/cpu-locomotion.yaml`
+Training is `train TASK --device cpu --config configs/cpu-locomotion.yaml`
 (19.7 M env steps): run it in the background (`nohup ... &`). The report runs `play` on clean
 observations twice, for the trained policy and for zero actions (the robot standing in its home
 pose): forward commands of 0.5-1.0 m/s without lateral or yaw command, and the task's full
@@ -27,10 +28,9 @@ import torch
 
 from mjrl.runner.plots import plot_runs
 
-TASK = "Mjrl-Velocity-Flat-Quadruped"
+GO1 = "Mjrl-Velocity-Flat-Quadruped"
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-BEGIN, END = "<!-- bench_locomotion:begin -->", "<!-- bench_locomotion:end -->"
 FORWARD = ["--env.commands.lin-vel-x", "0.5", "1.0", "--env.commands.lin-vel-y", "0", "0"]
 FORWARD += ["--env.commands.yaw-rate", "0", "0"]
 # (command set, figure, largest allowed value): the issue's definition of "walks".
@@ -55,15 +55,21 @@ CURVES = [
 ]
 
 
-def train(log_root: Path, resume: bool) -> Path:
-    command = [str(BIN / "train"), TASK, "--device", "cpu", "--config", str(ROOT / "configs/cpu-locomotion.yaml")]
+def markers(task: str) -> tuple[str, str]:
+    """The section of docs/benchmarks.md this task's report replaces (the Go1's came first)."""
+    key = "bench_locomotion" if task == GO1 else f"bench_locomotion:{task}"
+    return f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
+
+
+def train(task: str, log_root: Path, resume: bool) -> Path:
+    command = [str(BIN / "train"), task, "--device", "cpu", "--config", str(ROOT / "configs/cpu-locomotion.yaml")]
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
-    return max((log_root / TASK).glob("20*"))
+    return max((log_root / task).glob("20*"))
 
 
-def play(episodes: int, source: list[str], commands: list[str]) -> dict:
-    command = [str(BIN / "play"), TASK, *source, "--episodes", str(episodes), "--device", "cpu", *commands]
+def play(task: str, episodes: int, source: list[str], commands: list[str]) -> dict:
+    command = [str(BIN / "play"), task, *source, "--episodes", str(episodes), "--device", "cpu", *commands]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
@@ -83,16 +89,17 @@ def first_eval_meeting_targets(lines: list[dict]) -> dict | None:
     return None
 
 
-def report(run_dir: Path, episodes: int) -> str:
+def report(task: str, run_dir: Path, episodes: int) -> str:
     results = {}
     for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", ["--zero-actions", "True"])):
         for cmds, flags in (("forward", FORWARD), ("full", [])):
-            results[policy, cmds] = play(episodes, source, flags)
+            results[policy, cmds] = play(task, episodes, source, flags)
     lines = metrics_lines(run_dir)
     last, reached = lines[-1], first_eval_meeting_targets(lines)
     images = []
     for x in ("env_steps", "wall_s"):
-        out = ROOT / f"docs/img/locomotion_cpu_{x}.png"
+        name = "" if task == GO1 else task.rsplit("-", 1)[-1].lower() + "_"
+        out = ROOT / f"docs/img/locomotion_cpu_{name}{x}.png"
         logged = set().union(*lines)
         plot_runs([run_dir], out, metrics=[m for m in CURVES if m in logged], x=x)
         images.append(out.relative_to(ROOT / "docs"))
@@ -120,7 +127,7 @@ def report(run_dir: Path, episodes: int) -> str:
     return "\n".join(
         [
             f"Device: CPU ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads; "
-            f"{datetime.date.today()}; torch {torch.__version__}. Run: `{run_dir.name}`, "
+            f"{datetime.date.today()}; torch {torch.__version__}. `{task}`, run `{run_dir.name}`, "
             f"{last['iteration'] + 1} iterations, {last['env_steps'] / 1e6:.1f} M env steps, "
             f"{last['wall_s'] / 60:.0f} min of training ({last['env_steps'] / last['wall_s']:.0f} env steps/s).",
             "",
@@ -137,31 +144,33 @@ def report(run_dir: Path, episodes: int) -> str:
     )
 
 
-def write_section(text: str) -> None:
+def write_section(task: str, text: str) -> None:
     path = ROOT / "docs/benchmarks.md"
     doc = path.read_text()
-    section = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + section + rest.split(END, 1)[1]
+    begin, end = markers(task)
+    section = f"{begin}\n{text}\n{end}"
+    if begin in doc:
+        head, rest = doc.split(begin, 1)
+        doc = head + section + rest.split(end, 1)[1]
     else:
-        doc += f"\n## Locomotion on the CPU: `scripts/bench_locomotion.py`\n\n{section}\n"
+        doc += f"\n## Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`\n\n{section}\n"
     path.write_text(doc)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default=GO1, help="a velocity task (a robot)")
     parser.add_argument("--run-dir", type=Path, help="report on this run instead of training")
     parser.add_argument("--log-root", type=Path, default=ROOT / "logs")
     parser.add_argument("--resume", action="store_true", help="continue the newest run under --log-root")
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--no-write", action="store_true", help="print the report only")
     args = parser.parse_args()
-    run_dir = args.run_dir or train(args.log_root, args.resume)
-    text = report(run_dir, args.episodes)
+    run_dir = args.run_dir or train(args.task, args.log_root, args.resume)
+    text = report(args.task, run_dir, args.episodes)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(args.task, text)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,7 @@ def throw(env: VecEnv, generator: torch.Generator) -> None:
     """Every robot 0.35 m up, in a random orientation and a random joint pose within the limits."""
     n, sim = env.num_envs, env.sim
     quat = torch.randn(n, 4, generator=generator)
-    low, high = env.buffers["joint_lower"], env.buffers["joint_upper"]
+    low, high = env.robot.joint_lower, env.robot.joint_upper
     sim.qpos[:, 2] = 0.35
     sim.qpos[:, 3:7] = quat / quat.norm(dim=1, keepdim=True)
     sim.qpos[:, 7:] = low + (high - low) * torch.rand(n, 12, generator=generator)

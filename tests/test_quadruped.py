@@ -1,5 +1,5 @@
-"""The Go1-class quadruped task on real MuJoCo-Warp worlds (CPU): standing, rewards,
-terminations, randomisation, and a short training run through the CLI."""
+"""The velocity task with the Go1-class quadruped on real MuJoCo-Warp worlds (CPU): standing,
+rewards, terminations, randomisation, and a short training run through the CLI."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ import torch
 from conftest import last_json, read_jsonl, run_cli
 
 from mjrl.envs import VecEnv
+from mjrl.envs import terms as mdp
 from mjrl.tasks import load_task
-from mjrl.tasks import quadruped as quad
+from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.config import RandomizationConfig
 
 TASK = load_task("Mjrl-Velocity-Flat-Quadruped")
 DT = 0.02  # 0.005 s physics steps x decimation 4
-HOME = torch.tensor(quad.LAYOUT.home_qpos)
-STILL = quad.RandomizationConfig(joint_pos_noise=0.0, base_vel_noise=0.0, push_velocity=0.0)
+HOME = torch.tensor(mujoco.MjModel.from_xml_path(TASK.env_cfg.robot.mjcf).key("home").qpos, dtype=torch.float32)
+STILL = RandomizationConfig(joint_pos_noise=0.0, base_vel_noise=0.0, push_velocity=0.0)
 
 
 def make_env(num_envs: int = 2, **changes) -> VecEnv:
@@ -48,6 +50,7 @@ def put(env: VecEnv, height: float = 0.28, quat: torch.Tensor | None = None, qve
     env.sim.qvel.copy_(torch.zeros(18) if qvel is None else qvel)
     env.sim.ctrl.copy_(HOME[7:].expand_as(env.sim.ctrl))
     env.sim.forward()
+    env.after_physics()
 
 
 def reward(env: VecEnv, name: str) -> torch.Tensor:
@@ -91,7 +94,7 @@ def test_trunk_frame_quantities_match_mujoco_for_any_orientation():
     quats = torch.randn(16, 4, generator=g)
     env.sim.qpos[:, 3:7] = quats / quats.norm(dim=1, keepdim=True)
     env.sim.qvel[:, :3] = torch.randn(16, 3, generator=g)
-    gravity, lin_vel = quad.projected_gravity(env), quad.base_lin_vel(env)
+    gravity, lin_vel = mdp.projected_gravity(env), mdp.base_lin_vel(env)
     for i in range(16):
         rotation = np.zeros(9)
         mujoco.mju_quat2Mat(rotation, env.sim.qpos[i, 3:7].double().numpy())
@@ -102,7 +105,7 @@ def test_trunk_frame_quantities_match_mujoco_for_any_orientation():
 
 def test_velocity_tracking_rewards_use_the_base_frame():
     env = make_env()
-    env.buffers["command"][:] = torch.tensor([0.5, 0.0, 1.0])
+    env.commands[legged.COMMAND][:] = torch.tensor([0.5, 0.0, 1.0])
     # Trunk turned 90 degrees left: moving along world +y is moving forward.
     put(env, quat=yaw_quat(math.pi / 2), qvel=torch.tensor([0.0, 0.5, 0, 0, 0, 1.0] + [0.0] * 12))
     expect(env, "track_lin_vel", 1.0)
@@ -143,10 +146,10 @@ def test_effort_and_smoothness_penalties():
 def test_undesired_contacts_count_non_foot_parts_on_the_ground():
     env = make_env()
     put(env)  # standing, feet slightly in the floor
-    assert quad.foot_contacts(env).all()
+    assert env.state.contacts.all()
     expect(env, "undesired_contacts", 0.0)
     put(env, height=0.05)  # trunk on the floor (legs through it)
-    touching = quad.step_state(env)["geom_contacts"][:, list(quad.LAYOUT.body_geoms)].sum(dim=1)
+    touching = env.contacts[:, env.robot.undesired_geoms].sum(dim=1)
     assert torch.all(touching >= 1)
     expect(env, "undesired_contacts", touching.float())
 
@@ -154,21 +157,21 @@ def test_undesired_contacts_count_non_foot_parts_on_the_ground():
 def test_feet_air_time_rewards_long_steps_only_when_commanded_to_move():
     env = make_env()
     put(env)  # all four feet on the ground
-    buf = env.buffers
-    buf["command"][:] = torch.tensor([0.8, 0.0, 0.0])
+    feet, command = env.state, env.commands[legged.COMMAND]
+    command[:] = torch.tensor([0.8, 0.0, 0.0])
 
     def landing_after(swing_s: float) -> None:
-        buf["air_time"][:] = torch.tensor([swing_s, 0.0, 0.0, 0.0])  # FR was in the air
-        buf["last_contact"][:] = torch.tensor([False, True, True, True])
-        env.sim.forward()  # a new physics state: the swing timers advance once for it
+        feet.air_time[:] = torch.tensor([swing_s, 0.0, 0.0, 0.0])  # FR was in the air
+        feet.last_contacts[:] = torch.tensor([False, True, True, True])
+        env.after_physics()  # a new physics state: the swing timers advance once for it
 
     landing_after(0.7)
     expect(env, "feet_air_time", 0.7 + DT - 0.5)
     expect(env, "feet_air_time", 0.7 + DT - 0.5)  # evaluating it again in the same step changes nothing
-    assert torch.all(buf["air_time"] == 0)  # the swing ended
+    assert torch.all(feet.air_time == 0)  # the swing ended
     landing_after(0.1)
     expect(env, "feet_air_time", 0.1 + DT - 0.5)  # short steps are penalised
-    buf["command"][:] = 0.0
+    command[:] = 0.0
     landing_after(0.7)
     expect(env, "feet_air_time", 0.0)  # standing still: no stepping reward
 
@@ -179,16 +182,16 @@ def test_feet_air_time_rewards_long_steps_only_when_commanded_to_move():
 def test_terminations_on_hand_built_states():
     env = make_env(num_envs=3)
     put(env)
-    assert not quad.illegal_contact(env).any()
-    assert not quad.bad_orientation(env, 1.0).any()
+    assert not mdp.illegal_contact(env).any()
+    assert not mdp.bad_orientation(env, 1.0).any()
     put(env, height=0.05)  # trunk on the ground
-    assert quad.illegal_contact(env).all()
+    assert mdp.illegal_contact(env).all()
     put(env, height=0.6, quat=roll_quat(math.pi))  # upside down, in the air
-    assert quad.bad_orientation(env, 1.0).all() and not quad.illegal_contact(env).any()
+    assert mdp.bad_orientation(env, 1.0).all() and not mdp.illegal_contact(env).any()
     put(env, height=0.6, quat=roll_quat(0.8))
-    assert not quad.bad_orientation(env, 1.0).any()
+    assert not mdp.bad_orientation(env, 1.0).any()
     put(env, height=0.6, quat=roll_quat(1.2))
-    assert quad.bad_orientation(env, 1.0).all()
+    assert mdp.bad_orientation(env, 1.0).all()
 
 
 def test_step_terminates_and_resets_an_upside_down_robot():
@@ -207,13 +210,13 @@ def test_step_terminates_and_resets_an_upside_down_robot():
 
 def test_commands_randomisation_and_observation_layout():
     env = make_env(num_envs=64, obs_noise=True)
-    cfg, cmd = env.cfg, env.buffers["command"]
+    cfg, cmd = env.cfg, env.commands[legged.COMMAND]
     standing = (cmd == 0).all(dim=1)
     assert 0 < int(standing.sum()) < 20  # standing_fraction 0.1 of 64
     for i, (low, high) in enumerate((cfg.commands.lin_vel_x, cfg.commands.lin_vel_y, cfg.commands.yaw_rate)):
         assert torch.all((cmd[:, i] >= low) & (cmd[:, i] <= high))
-    friction = quad.ground_friction(env).squeeze(1)
-    mass = quad.trunk_mass_offset(env).squeeze(1)
+    friction = mdp.ground_friction(env).squeeze(1)
+    mass = mdp.base_mass_offset(env).squeeze(1)
     assert torch.all((friction >= 0.5) & (friction <= 1.25)) and friction.std() > 0.1
     assert torch.all((mass >= -1.0) & (mass <= 1.0)) and mass.std() > 0.3
     # Every world has its own friction on every geom (so on every contact).
@@ -228,9 +231,9 @@ def test_commands_randomisation_and_observation_layout():
 
 def test_play_metrics_contract():
     env = make_env(num_envs=2)
-    env.buffers["command"][:] = torch.tensor([[0.5, 0.0, 0.2], [0.0, 0.0, 0.0]])
+    env.commands[legged.COMMAND][:] = torch.tensor([[0.5, 0.0, 0.2], [0.0, 0.0, 0.0]])
     put(env, qvel=torch.tensor([0.5, 0.0, 0.0, 0.0, 0.0, 0.2] + [0.0] * 12))
-    metrics = quad.play_metrics(env)
+    metrics = legged.play_metrics(env)
     assert {"lin_vel_error", "yaw_rate_error", "foot_contact_fraction"} <= set(metrics)
     assert torch.allclose(metrics["lin_vel_error"], torch.tensor([0.0, 0.5]), atol=1e-6)
     assert torch.allclose(metrics["yaw_rate_error"], torch.tensor([0.0, 0.2]), atol=1e-6)

@@ -13,7 +13,9 @@ from conftest import TINY_RUN, last_json, run_cli
 from mjrl.runner.video import frame_indices
 from mjrl.sim.render import make_camera
 from mjrl.tasks.cartpole import MODEL_XML as CARTPOLE_XML
-from mjrl.tasks.quadruped import MODEL_XML as QUADRUPED_XML
+from mjrl.tasks.velocity.go1 import GO1
+
+QUADRUPED_XML = GO1.mjcf
 
 CARTPOLE, QUADRUPED = "Mjrl-Cartpole-Balance", "Mjrl-Velocity-Flat-Quadruped"
 

@@ -17,7 +17,6 @@ perfect tracking return of a 20 s episode is 20 * (weight_lin + weight_yaw).
 
 from __future__ import annotations
 
-import dataclasses
 from functools import partial
 from pathlib import Path
 
@@ -90,7 +89,9 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
     if not Path(cfg.robot.mjcf).is_file():
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
     commands = cfg.commands
-    sample = legged.VelocityCommand((commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction)
+    sample = legged.VelocityCommand(
+        (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction
+    )
     return TaskSpec(
         model_xml=Path(cfg.robot.mjcf),
         robot=cfg.robot,

@@ -1,4 +1,4 @@
-""""Mule", a 44 kg quadruped of primitive shapes (`mule.xml`), on the velocity task: the worked
+""" "Mule", a 44 kg quadruped of primitive shapes (`mule.xml`), on the velocity task: the worked
 example of docs/writing-a-task.md. Its names and leg order differ from the Go1's; the task reads
 them from this config alone."""
 

@@ -3,7 +3,9 @@
 `terms` holds robot-agnostic terms for floating-base robots, which read a `RobotConfig`
 resolved when the env is built (`robot`)."""
 
-from mjrl.envs.env import (
+from mjrl.envs.env import VecEnv
+from mjrl.envs.robot import Robot, RobotConfig
+from mjrl.envs.spec import (
     CommandTerm,
     EnvConfig,
     EventTerm,
@@ -12,9 +14,8 @@ from mjrl.envs.env import (
     StepState,
     TaskSpec,
     TerminationTerm,
-    VecEnv,
+    check_task_spec,
 )
-from mjrl.envs.robot import Robot, RobotConfig
 from mjrl.envs.task import Task
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "TaskSpec",
     "TerminationTerm",
     "VecEnv",
+    "check_task_spec",
 ]

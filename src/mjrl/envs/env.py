@@ -1,138 +1,26 @@
-"""A batched env made of terms.
+"""A batched env made of terms (`mjrl.envs.spec`).
 
-A task is a `TaskSpec`: an MJCF file plus dictionaries of small functions (observation,
-reward, termination and event terms). `VecEnv` steps the simulation and evaluates the terms.
-
-`step` never synchronises with the host (no `.item()`, no Python branch on a tensor), so on a
-GPU the whole step can be captured in one CUDA graph. Finished envs are reset with masks, and
-statistics are accumulated in tensors that the runner reads once per iteration.
+`VecEnv` steps the simulation and evaluates a `TaskSpec`'s terms. `step` never synchronises
+with the host (no `.item()`, no Python branch on a tensor), so on a GPU the whole step can be
+captured in one CUDA graph. Finished envs are reset with masks, and statistics are accumulated
+in tensors that the runner reads once per iteration.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from functools import partial
-from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any
 
 import torch
 
-from mjrl.envs.robot import Robot, RobotConfig
-from mjrl.sim import SimConfig, Simulation
+from mjrl.envs.robot import Robot
+from mjrl.envs.spec import EnvConfig, TaskSpec, load_model
+from mjrl.sim import Simulation
 
 Obs = dict[str, torch.Tensor]
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvConfig:
-    """Settings every task has. Tasks subclass this to add their own fields."""
-
-    num_envs: int = 256
-    """Parallel envs (MuJoCo-Warp worlds) per rank."""
-    episode_length_s: float = 20.0
-    """Episode length in seconds; episodes are truncated (not terminated) at this length."""
-    action_scale: float = 1.0
-    """Actions are clipped to [-action_clip, action_clip], then multiplied by this."""
-    action_clip: float = 1.0
-    """Bound on the raw policy action before scaling."""
-    obs_noise: bool = True
-    """Add each actor observation term's noise (critic observations are always clean)."""
-    random_initial_episode_length: bool = True
-    """Start envs at random points of their first episode so time-outs spread over iterations."""
-    sim: SimConfig = SimConfig()
-    """Physics settings."""
-
-    bounds: ClassVar[dict] = {
-        "num_envs": ">= 1",
-        "episode_length_s": "> 0",
-        "action_scale": "> 0",
-        "action_clip": "> 0",
-    }
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`); a task's subclass
-    adds its own."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ObsTerm:
-    func: Callable[[VecEnv], torch.Tensor]
-    """Returns a (num_envs, k) tensor."""
-    noise_std: float = 0.0
-    """Std of Gaussian noise added to actor observations when `obs_noise` is on."""
-
-
-@dataclasses.dataclass(frozen=True)
-class RewardTerm:
-    func: Callable[[VecEnv], torch.Tensor]
-    """Returns a (num_envs,) tensor; the env reward is the weighted sum of all terms."""
-    weight: float = 1.0
-
-
-@dataclasses.dataclass(frozen=True)
-class TerminationTerm:
-    func: Callable[[VecEnv], torch.Tensor]
-    """Returns a (num_envs,) bool tensor."""
-    time_out: bool = False
-    """A time-out truncates (the value of the final observation is bootstrapped)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class EventTerm:
-    func: Callable[[VecEnv, torch.Tensor], None]
-    """Called with the env and a (num_envs,) bool mask of the envs it applies to."""
-    mode: Literal["startup", "reset", "interval"] = "reset"
-    """startup: once for all envs; reset: on the envs being reset; interval: every
-    `interval_s` seconds (drawn uniformly from the range) per env."""
-    interval_s: tuple[float, float] = (0.0, 0.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class CommandTerm:
-    """A command the policy follows (a target velocity, a pose): `dim` values per env, kept in
-    `env.commands[name]`, drawn afresh at every reset and every `resample_interval_s`."""
-
-    sample: Callable[[VecEnv], torch.Tensor]
-    """Returns fresh (num_envs, dim) values; the env keeps those of the envs due."""
-    dim: int
-    resample_interval_s: tuple[float, float] = (math.inf, math.inf)
-    """Resampled after a time drawn uniformly from this range (and at resets)."""
-
-
-class StepState(Protocol):
-    """State that several terms share and that advances once per physics step (swing timers,
-    finite differences), so no term has to guard against being the second to advance it."""
-
-    def update(self, env: VecEnv) -> None:
-        """Called once after each physics step (and once when the env is built), after the
-        contact pass and before any term reads the state."""
-
-    def reset(self, env: VecEnv, mask: torch.Tensor) -> None:
-        """Called for the envs being reset, after the reset events and commands."""
-
-
-@dataclasses.dataclass
-class TaskSpec:
-    """Everything that makes a task: its model and its terms."""
-
-    model_xml: Path
-    observations: dict[str, dict[str, ObsTerm]]
-    """Observation groups: "actor" and "critic" (privileged state may go to the critic only)."""
-    rewards: dict[str, RewardTerm]
-    terminations: dict[str, TerminationTerm]
-    events: dict[str, EventTerm] = dataclasses.field(default_factory=dict)
-    commands: dict[str, CommandTerm] = dataclasses.field(default_factory=dict)
-    robot: RobotConfig | None = None
-    """A floating-base robot, resolved into `env.robot` when the env is built."""
-    contacts: bool = False
-    """Find which geoms touch something once per env step, into `env.contacts` (num_envs, ngeom)."""
-    action_offset: Callable[[VecEnv], torch.Tensor] | None = None
-    """ctrl = offset + action_scale * action; None means an offset of zero."""
-    state: Callable[[VecEnv], StepState] | None = None
-    """Builds the task's shared per-step state (`env.state`) once, with the env."""
-    refresh_kinematics_on_reset: bool = False
-    """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
 
 
 class VecEnv:
@@ -145,7 +33,7 @@ class VecEnv:
         self.task = task
         self.num_envs = cfg.num_envs
         self.device = device
-        self.sim = Simulation.from_xml(task.model_xml, cfg.num_envs, str(device), cfg.sim)
+        self.sim = Simulation(load_model(task.model_xml), cfg.num_envs, str(device), cfg.sim)
         self.step_dt = self.sim.dt
         self.max_episode_length = max(1, math.ceil(cfg.episode_length_s / self.step_dt))
         self.generator = torch.Generator(device=device)
@@ -193,7 +81,7 @@ class VecEnv:
         self._whole_episode = torch.full((n,), not cfg.random_initial_episode_length, device=device)
         if cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
-        self._after_physics()
+        self.after_physics()
         self.obs = self.compute_obs()
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
 
@@ -212,7 +100,7 @@ class VecEnv:
         self._run_interval_jobs()
         self.sim.step()
         self.episode_length += 1
-        self._after_physics()
+        self.after_physics()
 
         with self._one_state():
             terminated, truncated = self._compute_dones()
@@ -307,8 +195,10 @@ class VecEnv:
         # A terminated env is not also truncated: its final value must not be bootstrapped.
         return terminated, truncated & ~terminated
 
-    def _after_physics(self) -> None:
-        """One contact pass, then the task's shared state advances: once per physics step."""
+    def after_physics(self) -> None:
+        """One contact pass, then the task's shared state advances: `step` calls it once per
+        physics step. Call it after changing the physics state by hand (`sim.forward()` in a
+        test), so that contacts and the shared state describe the new state."""
         if self.task.contacts:
             self.contacts = self.sim.geom_contacts()
         if self.state is not None:

@@ -9,6 +9,7 @@ model once, checks them, and keeps what the terms read every step as device tens
 from __future__ import annotations
 
 import dataclasses
+
 import mujoco
 import torch
 
@@ -106,11 +107,15 @@ class Robot:
 def _id(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str, field: str) -> int:
     i = mujoco.mj_name2id(model, kind, name)
     if i < 0:
-        count = {"body": model.nbody, "joint": model.njnt, "geom": model.ngeom, "key": model.nkey}
-        what = kind.name.removeprefix("mjOBJ_").lower()
-        names = [mujoco.mj_id2name(model, kind, k) for k in range(count[what])]
+        what, count = {
+            mujoco.mjtObj.mjOBJ_BODY: ("body", model.nbody),
+            mujoco.mjtObj.mjOBJ_JOINT: ("joint", model.njnt),
+            mujoco.mjtObj.mjOBJ_GEOM: ("geom", model.ngeom),
+            mujoco.mjtObj.mjOBJ_KEY: ("keyframe", model.nkey),
+        }[kind]
+        names = [mujoco.mj_id2name(model, kind, k) for k in range(count)]
         known = ", ".join(n for n in names if n) or "none"
-        raise UsageError(f"robot config: {field} names no {what} {name!r}; the model's {what}s: {known}")
+        raise UsageError(f"robot config: {field} names no {what} {name!r} in the MJCF; its {what} names: {known}")
     return i
 
 
@@ -123,7 +128,11 @@ def _check_actuators(model: mujoco.MjModel, joints: list[int]) -> None:
     if _actuated(model) != joints:
         names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in _actuated(model)]
         raise UsageError(f"robot config: joints must list the actuated joints in actuator order: {', '.join(names)}")
-    bad = [j for j in joints if int(model.jnt_type[j]) not in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))]
+    bad = [
+        j
+        for j in joints
+        if int(model.jnt_type[j]) not in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    ]
     if bad:
         raise UsageError("robot config: every actuated joint must be a hinge or a slide joint")
 

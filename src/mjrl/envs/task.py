@@ -8,7 +8,8 @@ from typing import Generic, TypeVar
 
 import torch
 
-from mjrl.envs.env import EnvConfig, TaskSpec, VecEnv
+from mjrl.envs.env import VecEnv
+from mjrl.envs.spec import EnvConfig, TaskSpec
 
 # The agent's config type (mjrl.rl.config.AgentConfig) is a parameter: envs and rl are peers,
 # and the env never reads PPO's settings.

@@ -19,7 +19,7 @@ import torch
 
 from mjrl.distributed import DistContext
 from mjrl.distributed.preemption import Preempted, StopFlag
-from mjrl.envs import Task, VecEnv
+from mjrl.envs import Task, VecEnv, check_task_spec
 from mjrl.rl.config import AgentConfig
 from mjrl.rl.ppo import PPO, RolloutBuffer
 from mjrl.rl.statistics import update_metrics
@@ -315,10 +315,12 @@ def train(
     as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
     its workers a changed one)."""
     validate(cfg)
+    spec = task.build(cfg.env)
+    check_task_spec(spec)
     run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
 
     seed_everything(cfg.seed + ctx.rank)
-    env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed + ctx.rank)
+    env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
     ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
     policy = build_policy(env, cfg, ctx.device)
     ppo = PPO(policy, cfg.agent, ctx)

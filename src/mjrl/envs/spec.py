@@ -1,0 +1,150 @@
+"""What a task is made of: its config, its terms and the `TaskSpec` that gathers them.
+
+A task is an MJCF file plus dictionaries of small functions (observation, reward, termination,
+event and command terms) over the env's batched torch tensors; `VecEnv` (`mjrl.envs.env`) steps
+the simulation and evaluates them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+
+import mujoco
+import torch
+
+from mjrl.envs.robot import Robot, RobotConfig
+from mjrl.errors import UsageError
+from mjrl.sim import SimConfig
+
+if TYPE_CHECKING:
+    from mjrl.envs.env import VecEnv
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """Settings every task has. Tasks subclass this to add their own fields."""
+
+    num_envs: int = 256
+    """Parallel envs (MuJoCo-Warp worlds) per rank."""
+    episode_length_s: float = 20.0
+    """Episode length in seconds; episodes are truncated (not terminated) at this length."""
+    action_scale: float = 1.0
+    """Actions are clipped to [-action_clip, action_clip], then multiplied by this."""
+    action_clip: float = 1.0
+    """Bound on the raw policy action before scaling."""
+    obs_noise: bool = True
+    """Add each actor observation term's noise (critic observations are always clean)."""
+    random_initial_episode_length: bool = True
+    """Start envs at random points of their first episode so time-outs spread over iterations."""
+    sim: SimConfig = SimConfig()
+    """Physics settings."""
+
+    bounds: ClassVar[dict] = {
+        "num_envs": ">= 1",
+        "episode_length_s": "> 0",
+        "action_scale": "> 0",
+        "action_clip": "> 0",
+    }
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`); a task's subclass
+    adds its own."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsTerm:
+    func: Callable[[VecEnv], torch.Tensor]
+    """Returns a (num_envs, k) tensor."""
+    noise_std: float = 0.0
+    """Std of Gaussian noise added to actor observations when `obs_noise` is on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardTerm:
+    func: Callable[[VecEnv], torch.Tensor]
+    """Returns a (num_envs,) tensor; the env reward is the weighted sum of all terms."""
+    weight: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TerminationTerm:
+    func: Callable[[VecEnv], torch.Tensor]
+    """Returns a (num_envs,) bool tensor."""
+    time_out: bool = False
+    """A time-out truncates (the value of the final observation is bootstrapped)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EventTerm:
+    func: Callable[[VecEnv, torch.Tensor], None]
+    """Called with the env and a (num_envs,) bool mask of the envs it applies to."""
+    mode: Literal["startup", "reset", "interval"] = "reset"
+    """startup: once for all envs; reset: on the envs being reset; interval: every
+    `interval_s` seconds (drawn uniformly from the range) per env."""
+    interval_s: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandTerm:
+    """A command the policy follows (a target velocity, a pose): `dim` values per env, kept in
+    `env.commands[name]`, drawn afresh at every reset and every `resample_interval_s`."""
+
+    sample: Callable[[VecEnv], torch.Tensor]
+    """Returns fresh (num_envs, dim) values; the env keeps those of the envs due."""
+    dim: int
+    resample_interval_s: tuple[float, float] = (math.inf, math.inf)
+    """Resampled after a time drawn uniformly from this range (and at resets)."""
+
+
+class StepState(Protocol):
+    """State that several terms share and that advances once per physics step (swing timers,
+    finite differences), so no term has to guard against being the second to advance it."""
+
+    def update(self, env: VecEnv) -> None:
+        """Called once after each physics step (and once when the env is built), after the
+        contact pass and before any term reads the state."""
+
+    def reset(self, env: VecEnv, mask: torch.Tensor) -> None:
+        """Called for the envs being reset, after the reset events and commands."""
+
+
+@dataclasses.dataclass
+class TaskSpec:
+    """Everything that makes a task: its model and its terms."""
+
+    model_xml: Path
+    observations: dict[str, dict[str, ObsTerm]]
+    """Observation groups: "actor" and "critic" (privileged state may go to the critic only)."""
+    rewards: dict[str, RewardTerm]
+    terminations: dict[str, TerminationTerm]
+    events: dict[str, EventTerm] = dataclasses.field(default_factory=dict)
+    commands: dict[str, CommandTerm] = dataclasses.field(default_factory=dict)
+    robot: RobotConfig | None = None
+    """A floating-base robot, resolved into `env.robot` when the env is built."""
+    contacts: bool = False
+    """Find which geoms touch something once per env step, into `env.contacts` (num_envs, ngeom)."""
+    action_offset: Callable[[VecEnv], torch.Tensor] | None = None
+    """ctrl = offset + action_scale * action; None means an offset of zero."""
+    state: Callable[[VecEnv], StepState] | None = None
+    """Builds the task's shared per-step state (`env.state`) once, with the env."""
+    refresh_kinematics_on_reset: bool = False
+    """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
+
+
+def load_model(path: Path) -> mujoco.MjModel:
+    """Compile an MJCF; a file that does not compile is the user's to fix (a UsageError)."""
+    try:
+        return mujoco.MjModel.from_xml_path(str(path))
+    except ValueError as exc:
+        message = " ".join(str(exc).split())
+        raise UsageError(f"cannot load the MJCF {path}: {message}") from None
+
+
+def check_task_spec(spec: TaskSpec) -> None:
+    """Compile the task's model and resolve its robot's names on the host (milliseconds), so a
+    wrong file or name is a usage error before a run directory is made or kernels compile."""
+    model = load_model(spec.model_xml)
+    if spec.robot is not None:
+        Robot.resolve(model, spec.robot, torch.device("cpu"))

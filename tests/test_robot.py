@@ -1,0 +1,90 @@
+"""A robot is a config: the velocity task runs a second robot, with names, leg order, size and
+mass of its own, from its `RobotConfig` alone; mistakes in such a config are usage errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from conftest import run_cli
+
+from mjrl.envs import RobotConfig, VecEnv
+from mjrl.envs import terms as mdp
+from mjrl.runner.config import apply_dict, to_dict
+from mjrl.tasks import load_task
+from mjrl.tasks.velocity.config import RandomizationConfig
+
+MULE = load_task("Mjrl-Velocity-Flat-Mule")
+GO1 = load_task("Mjrl-Velocity-Flat-Quadruped")
+STILL = RandomizationConfig(joint_pos_noise=0.0, base_vel_noise=0.0, push_velocity=0.0)
+
+
+def test_the_second_robot_stands_on_its_own_names():
+    cfg = dataclasses.replace(
+        MULE.env_cfg, num_envs=2, random_initial_episode_length=False, obs_noise=False, randomization=STILL
+    )
+    env = VecEnv(cfg, MULE.build(cfg), torch.device("cpu"), seed=0)
+    # Resolved from the names: the base's free joint, 12 joints in LF, RF, LH, RH order starting
+    # at the "stand" keyframe, four foot spheres of 3 cm.
+    assert env.num_actions == 12 and env.robot.foot_geoms.numel() == 4
+    assert env.robot.foot_radius == pytest.approx(0.03)
+    assert torch.allclose(env.action_offset, torch.tensor([0.0, 0.6, -1.2] * 4))
+    assert torch.allclose(mdp.joint_pos_rel(env), torch.zeros(2, 12), atol=1e-6)  # starts at home
+    mass = env.sim.model_field("body_mass")[:, env.robot.base_body]
+    assert torch.all((mass >= 21.0) & (mass <= 27.0))  # its own 24 kg base, +-3 kg drawn per env
+    heights = []
+    for _ in range(100):
+        _, _, terminated, truncated, _ = env.step(torch.zeros(2, 12))
+        assert not (terminated | truncated).any()
+        heights.append(float(mdp.base_height(env).min()))
+    assert env.state.contacts.all()  # all four feet down
+    assert not env.contacts[:, env.robot.undesired_geoms].any()
+    assert min(heights) > 0.45 and max(heights) < 0.53  # settles below its 0.525 m home height
+
+
+def test_terminations_come_before_rewards():
+    """The termination reward reads what the termination terms decided in the same step."""
+    cfg = dataclasses.replace(
+        GO1.env_cfg, num_envs=2, random_initial_episode_length=False, obs_noise=False, randomization=STILL
+    )
+    env = VecEnv(cfg, GO1.build(cfg), torch.device("cpu"), seed=0)
+    env.sim.qpos[0, 2] = 0.6
+    env.sim.qpos[0, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # env 0 upside down
+    _, reward, terminated, _, _ = env.step(torch.zeros(2, 12))
+    assert terminated.tolist() == [True, False]
+    penalty = cfg.rewards.termination * env.step_dt
+    assert reward[0] < penalty + 1 and reward[1] > penalty + 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--env.robot.foot-geoms", "LF_foot_geom", "LF_paw"], "foot_geoms names no geom 'LF_paw'"),
+        (["--env.robot.base-body", "LF_hip"], "base_body 'LF_hip' has no free joint"),
+        (["--env.robot.joints", "RF_HAA", "LF_HAA"], "joints must list the actuated joints in actuator order"),
+        (["--env.robot.home-keyframe", "home"], "home_keyframe names no keyframe 'home'"),
+        (["--env.robot.mjcf", "no/such.xml"], "no MJCF file at 'no/such.xml'"),
+    ],
+)
+def test_robot_config_mistakes_are_one_line_usage_errors(log_root, flags, message):
+    result = run_cli("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root), *flags)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("train: error")]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.stderr
+    assert not log_root.exists()  # nothing written
+
+
+def test_an_mjcf_that_does_not_compile_is_a_usage_error(log_root, tmp_path):
+    broken = tmp_path / "robot.xml"
+    broken.write_text("<mujoco><worldbody><body><geom size='1'/></body></worldbody>")  # unclosed
+    result = run_cli("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root),
+                     "--env.robot.mjcf", str(broken))  # fmt: skip
+    assert result.returncode == 2 and f"cannot load the MJCF {broken}" in result.stderr
+    assert not log_root.exists()
+
+
+def test_a_robot_config_round_trips_through_yaml():
+    """config.yaml records the robot by its names, and `--config` reads them back."""
+    robot = MULE.env_cfg.robot
+    assert apply_dict(RobotConfig(mjcf=""), to_dict(robot)) == robot
