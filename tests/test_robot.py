@@ -4,13 +4,15 @@ mass of its own, from its `RobotConfig` alone; mistakes in such a config are usa
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
 from conftest import run_cli
 
-from mjrl.envs import RobotConfig, VecEnv
+from mjrl.envs import RobotConfig, VecEnv, check_task_spec
 from mjrl.envs import terms as mdp
+from mjrl.errors import UsageError
 from mjrl.runner.config import apply_dict, to_dict
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity.config import RandomizationConfig
@@ -58,21 +60,34 @@ def test_terminations_come_before_rewards():
 
 
 @pytest.mark.parametrize(
-    ("flags", "message"),
+    ("changes", "message"),
     [
-        (["--env.robot.foot-geoms", "LF_foot_geom", "LF_paw"], "foot_geoms names no geom 'LF_paw'"),
-        (["--env.robot.base-body", "LF_hip"], "base_body 'LF_hip' has no free joint"),
-        (["--env.robot.joints", "RF_HAA", "LF_HAA"], "joints must list the actuated joints in actuator order"),
-        (["--env.robot.home-keyframe", "home"], "home_keyframe names no keyframe 'home'"),
-        (["--env.robot.mjcf", "no/such.xml"], "no MJCF file at 'no/such.xml'"),
+        ({"foot_geoms": ("LF_foot_geom", "LF_paw")}, "foot_geoms names no geom 'LF_paw'"),
+        ({"base_body": "LF_hip"}, "base_body 'LF_hip' has no free joint"),
+        ({"joints": ("RF_HAA", "LF_HAA")}, "joints must list the actuated joints in actuator order"),
+        ({"home_keyframe": "home"}, "home_keyframe names no keyframe 'home'"),
     ],
 )
-def test_robot_config_mistakes_are_one_line_usage_errors(log_root, flags, message):
-    result = run_cli("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root), *flags)
+def test_robot_config_mistakes_are_found_before_the_env_is_built(changes, message):
+    cfg = dataclasses.replace(MULE.env_cfg, robot=dataclasses.replace(MULE.env_cfg.robot, **changes))
+    with pytest.raises(UsageError, match=re.escape(message)):
+        check_task_spec(MULE.build(cfg))
+
+
+def test_a_robot_config_mistake_is_one_line_and_exit_2(log_root):
+    result = run_cli("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root),
+                     "--env.robot.foot-geoms", "LF_foot_geom", "LF_paw")  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("train: error")]
-    assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.stderr
+    assert len(errors) == 1 and "foot_geoms names no geom 'LF_paw'" in errors[0]
+    assert "base_box" in errors[0] and "Traceback" not in result.stderr  # lists the model's geoms
     assert not log_root.exists()  # nothing written
+
+
+def test_a_missing_mjcf_is_a_usage_error():
+    cfg = dataclasses.replace(MULE.env_cfg, robot=dataclasses.replace(MULE.env_cfg.robot, mjcf="no/such.xml"))
+    with pytest.raises(UsageError, match=re.escape("no MJCF file at 'no/such.xml'")):
+        MULE.build(cfg)
 
 
 def test_an_mjcf_that_does_not_compile_is_a_usage_error(log_root, tmp_path):
