@@ -1,0 +1,57 @@
+"""Why does a trained legged policy fall? Runs its deterministic policy and prints each early end.
+
+    python scripts/probe_falls.py --task Mjrl-Velocity-Flat-Mule --checkpoint RUN/checkpoints/model_001600.pt
+        [--num-envs 64] [--steps 1000] [--push-velocity 0.5] [--env-flags ...]
+
+Clean observations, episodes from their start. Prints the termination counts by term, then one
+line per early end: step, env, gravity in the base frame (which way it tipped) and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from mjrl.runner.evaluate import load_trained
+from mjrl.tasks import load_task
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="Mjrl-Velocity-Flat-Quadruped")
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--push-velocity", type=float, default=0.5)
+    parser.add_argument("--mjcf", default="", help="another MJCF for the robot (same names)")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    task = load_task(args.task)
+    cfg = task.env_cfg
+    robot = dataclasses.replace(cfg.robot, mjcf=args.mjcf) if args.mjcf else cfg.robot
+    randomization = dataclasses.replace(cfg.randomization, push_velocity=args.push_velocity)
+    cfg = dataclasses.replace(cfg, num_envs=args.num_envs, obs_noise=False, random_initial_episode_length=False,
+                              randomization=randomization, robot=robot)  # fmt: skip
+    state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    env, policy = load_trained(task, state, args.checkpoint, cfg, torch.device("cpu"), seed=5)
+    env.pop_term_stats()
+    ends = []
+    with torch.no_grad():
+        for step in range(args.steps):
+            _, _, terminated, _, extras = env.step(policy.act_deterministic(env.obs["actor"]))
+            for i in terminated.nonzero().flatten().tolist():  # a host read per step: a probe, not training
+                critic = extras["final_obs"]["critic"][i]
+                ends.append((step, i, critic[6:9].tolist(), critic[9:12].tolist()))
+    stats = dict(zip(env.term_names(), env.pop_term_stats().tolist(), strict=False))
+    print({name: count for name, count in stats.items() if name.startswith("termination/")})
+    for step, i, gravity, command in ends:
+        tipped, asked = [round(g, 2) for g in gravity], [round(c, 2) for c in command]
+        print(f"step {step:4d} env {i:3d} gravity {tipped} command {asked}")
+
+
+if __name__ == "__main__":
+    main()
