@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from mjrl.envs import VecEnv
+from mjrl.envs import TerminationTerm, VecEnv
 from mjrl.sim import Simulation
 from mjrl.tasks import load_task
 
@@ -92,6 +92,27 @@ def test_truncation_resets_and_keeps_true_final_observation():
     assert torch.all((reward >= 0) & (reward <= 1))
     _, lengths, count = env.episode_stats().tolist()
     assert count == 8 and lengths == 8 * 5
+
+
+def test_failures_terminate_time_out_terms_truncate_and_both_are_counted():
+    """A failure term ends an episode without bootstrapping; a time-out term truncates it,
+    unless the env also failed. Every firing is counted, and so are the env steps."""
+    cfg = dataclasses.replace(BALANCE.env_cfg, num_envs=4, random_initial_episode_length=False)
+    fails = torch.tensor([False, False, True, True])
+    times_out = torch.tensor([False, True, False, True])
+    terminations = {
+        "fails": TerminationTerm(lambda env: fails),
+        "times_out": TerminationTerm(lambda env: times_out, time_out=True),
+    }
+    env = VecEnv(cfg, dataclasses.replace(BALANCE.build(cfg), terminations=terminations), torch.device("cpu"))
+    for _ in range(2):
+        _, _, terminated, truncated, _ = env.step(torch.zeros(4, 1))
+        assert terminated.tolist() == [False, False, True, True]
+        assert truncated.tolist() == [False, True, False, False]
+    stats = dict(zip([*env.term_names(), "nonfinite", "reward_steps"], env.pop_term_stats().tolist(), strict=True))
+    assert stats["termination/fails"] == 4 and stats["termination/times_out"] == 4
+    assert stats["nonfinite"] == 0 and stats["reward_steps"] == 2 * 4
+    assert env.pop_term_stats()[-1] == 0  # popping starts the counts again
 
 
 def test_episodes_started_at_random_points_are_not_counted():

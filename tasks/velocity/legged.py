@@ -43,7 +43,7 @@ def velocity_command(env: VecEnv) -> torch.Tensor:
 def is_moving_command(env: VecEnv) -> torch.Tensor:
     """(n,) bool: the command asks for motion (not ~zero)."""
     cmd = velocity_command(env)
-    return (torch.linalg.vector_norm(cmd[:, :2], dim=1) > 0.1) | (cmd[:, 2].abs() > 0.1)
+    return torch.maximum(torch.linalg.vector_norm(cmd[:, :2], dim=1), cmd[:, 2].abs()) > 0.1
 
 
 class FeetState:
@@ -79,13 +79,14 @@ class FeetState:
         # contact flicker).
         touching = self.contacts | self.last_contacts
         air_time = self.air_time + env.step_dt
-        self.landing_air_time.copy_(air_time * ((self.air_time > 0) & touching))
-        self.air_time.copy_(air_time * ~touching)
+        torch.mul(air_time, (self.air_time > 0) & touching, out=self.landing_air_time)
+        torch.mul(air_time, ~touching, out=self.air_time)
         self.last_contacts.copy_(self.contacts)
 
     def reset(self, env: VecEnv, mask: torch.Tensor) -> None:
+        rows = mask.unsqueeze(1)
         for timer in (self.air_time, self.landing_air_time, self.last_contacts):
-            timer.masked_fill_(mask.unsqueeze(1), 0)
+            timer.masked_fill_(rows, 0)
 
 
 def feet(env: VecEnv) -> FeetState:

@@ -54,17 +54,24 @@ class VecEnv:
         self.contacts = self.sim.geom_contacts() if task.contacts else torch.zeros(0)
         self.commands = {name: torch.zeros(n, term.dim, device=device) for name, term in task.commands.items()}
         self.state: Any = task.state(self) if task.state else None
-        # Commands first, then interval events: each with a per-env timer and what it does to
-        # the envs that are due.
-        self._interval_jobs = [
-            (torch.zeros(n, device=device), term.resample_interval_s, partial(self._resample_command, name))
+        # Commands first, then interval events: each runs for the envs whose timer is due, and
+        # their timers are redrawn. One row of timers per job.
+        jobs = [
+            (term.resample_interval_s, partial(self._resample_command, name))
             for name, term in task.commands.items()
             if math.isfinite(term.resample_interval_s[1])
-        ] + [
-            (torch.zeros(n, device=device), ev.interval_s, partial(ev.func, self))
-            for ev in task.events.values()
-            if ev.mode == "interval"
-        ]
+        ] + [(ev.interval_s, partial(ev.func, self)) for ev in task.events.values() if ev.mode == "interval"]
+        self._interval_jobs = [job for _, job in jobs]
+        self._interval_timers = torch.zeros(len(jobs), n, device=device)
+        self._fresh_timers = torch.zeros(len(jobs), n, device=device)
+        ranges = [interval for interval, _ in jobs]
+        self._interval_low = torch.tensor([[low] for low, _ in ranges], device=device)
+        self._interval_width = torch.tensor([[high - low] for low, high in ranges], device=device)
+        # Rows of the stacked termination terms, as device index tensors (a Python list would be
+        # copied to the device at every step); None when no term is a time-out.
+        time_outs = torch.tensor([term.time_out for term in task.terminations.values()], dtype=torch.bool)
+        self._failure_rows = (~time_outs).nonzero().view(-1).to(device)
+        self._time_out_rows = time_outs.nonzero().view(-1).to(device) if time_outs.any() else None
         self._reset_stats()
         self.obs_dims = {}
         self._memo: dict[Callable, torch.Tensor] | None = None
@@ -95,8 +102,8 @@ class VecEnv:
         true last observation of the finished one (for time-out bootstrapping).
         """
         self.last_actions.copy_(self.actions)
-        self.actions.copy_(actions.clamp(-self.cfg.action_clip, self.cfg.action_clip))
-        self.sim.ctrl.copy_(self.action_offset + self.cfg.action_scale * self.actions)
+        torch.clamp(actions, -self.cfg.action_clip, self.cfg.action_clip, out=self.actions)
+        torch.mul(self.actions, self.cfg.action_scale, out=self.sim.ctrl).add_(self.action_offset)
         self._run_interval_jobs()
         self.sim.step()
         self.episode_length += 1
@@ -110,13 +117,13 @@ class VecEnv:
 
         # Envs whose state, observation or reward is not finite end here (a termination, with
         # no reward and nothing bootstrapped) and are reset; the others carry on.
-        nonfinite = ~(torch.isfinite(reward) & self._finite_rows(self.sim.qpos, self.sim.qvel, *final_obs.values()))
+        nonfinite = ~self._finite_rows(self.sim.qpos, self.sim.qvel, *final_obs.values(), reward.unsqueeze(1))
         self._nonfinite_count += nonfinite.sum()
         reward = reward.masked_fill(nonfinite, 0.0)
         # Term statistics after the mask: one NaN env would make every term's sum NaN, and
         # the iteration's reward metrics null.
         self._reward_term_sums += term_values.masked_fill(nonfinite, 0.0).sum(dim=1)
-        self._reward_steps += (~nonfinite).sum()
+        self._steps_since_pop += 1
         terminated = terminated | nonfinite
         truncated = truncated & ~nonfinite
         final_obs = {group: obs.nan_to_num(0.0, 0.0, 0.0) for group, obs in final_obs.items()}
@@ -182,16 +189,16 @@ class VecEnv:
         return weighted.sum(dim=0), weighted
 
     def _compute_dones(self) -> tuple[torch.Tensor, torch.Tensor]:
-        terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        truncated = self.episode_length >= self.max_episode_length
-        fired_by_term = [term.func(self) for term in self.task.terminations.values()]
-        if fired_by_term:
-            self._termination_counts += torch.stack(fired_by_term).sum(dim=1)
-        for term, fired in zip(self.task.terminations.values(), fired_by_term, strict=True):
-            if term.time_out:
-                truncated = truncated | fired
-            else:
-                terminated = terminated | fired
+        time_out = self.episode_length >= self.max_episode_length
+        if not self.task.terminations:
+            return torch.zeros_like(time_out), time_out
+        fired = torch.stack([term.func(self) for term in self.task.terminations.values()])
+        self._termination_counts += fired.sum(dim=1)
+        if self._time_out_rows is None:  # every term is a failure
+            terminated, truncated = fired.any(dim=0), time_out
+        else:
+            terminated = fired.index_select(0, self._failure_rows).any(dim=0)
+            truncated = time_out | fired.index_select(0, self._time_out_rows).any(dim=0)
         # A terminated env is not also truncated: its final value must not be bootstrapped.
         return terminated, truncated & ~terminated
 
@@ -205,16 +212,20 @@ class VecEnv:
             self.state.update(self)
 
     def _run_interval_jobs(self) -> None:
-        for timer, (low, high), job in self._interval_jobs:
-            timer -= self.step_dt
-            due = timer <= 0
-            job(due)
-            fresh = low + (high - low) * torch.rand(self.num_envs, device=self.device, generator=self.generator)
-            timer.copy_(torch.where(due, fresh, timer))
+        if not self._interval_jobs:
+            return
+        self._interval_timers -= self.step_dt
+        due = self._interval_timers <= 0
+        fresh = self._fresh_timers
+        for row, job in enumerate(self._interval_jobs):
+            job(due[row])
+            torch.rand(self.num_envs, device=self.device, generator=self.generator, out=fresh[row])
+        fresh.mul_(self._interval_width).add_(self._interval_low)
+        torch.where(due, fresh, self._interval_timers, out=self._interval_timers)
 
     def _resample_command(self, name: str, mask: torch.Tensor) -> None:
-        fresh = self.task.commands[name].sample(self)
-        self.commands[name].copy_(torch.where(mask.unsqueeze(1), fresh, self.commands[name]))
+        command = self.commands[name]
+        torch.where(mask.unsqueeze(1), self.task.commands[name].sample(self), command, out=command)
 
     # ---------------------------------------------------------------------------- resets
 
@@ -245,12 +256,13 @@ class VecEnv:
     def _reset_stats(self) -> None:
         n_rew, n_term = len(self.task.rewards), len(self.task.terminations)
         self._reward_term_sums = torch.zeros(n_rew, dtype=torch.float64, device=self.device)
-        self._reward_steps = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._steps_since_pop = 0
         self._termination_counts = torch.zeros(n_term, dtype=torch.float64, device=self.device)
         self._nonfinite_count = torch.zeros((), dtype=torch.float64, device=self.device)
         self._finished_returns = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
         self._finished_lengths = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
         self._finished_total = torch.zeros((), dtype=torch.long, device=self.device)
+        self._spare_slot = torch.tensor(self.EPISODE_WINDOW, device=self.device)
 
     def _record_finished_episodes(self, done: torch.Tensor) -> None:
         # Ring buffer of the last EPISODE_WINDOW finished episodes, written without a host
@@ -262,7 +274,7 @@ class VecEnv:
         order = torch.cumsum(done.long(), 0)  # 1, 2, ... over this step's finished envs
         finished = order[-1]
         keep = done & (order > finished - window)
-        slots = torch.where(keep, (self._finished_total + order - 1) % window, window)
+        slots = torch.where(keep, (self._finished_total + order - 1) % window, self._spare_slot)
         self._finished_returns.scatter_(0, slots, self.episode_return)
         self._finished_lengths.scatter_(0, slots, self.episode_length.float())
         self._finished_total += finished
@@ -278,16 +290,13 @@ class VecEnv:
     def pop_term_stats(self) -> torch.Tensor:
         """Since the last call, as one float64 vector: [reward term sums..., termination
         counts..., non-finite resets, env steps]; then zeroes them."""
-        out = torch.cat(
-            [
-                self._reward_term_sums,
-                self._termination_counts,
-                self._nonfinite_count.view(1),
-                self._reward_steps.view(1),
-            ]
-        )
-        for stat in (self._reward_term_sums, self._termination_counts, self._nonfinite_count, self._reward_steps):
+        # Env steps whose rewards count: every env of every step, less the non-finite ones.
+        reward_steps = self._steps_since_pop * self.num_envs - self._nonfinite_count
+        nonfinite = self._nonfinite_count.view(1)
+        out = torch.cat([self._reward_term_sums, self._termination_counts, nonfinite, reward_steps.view(1)])
+        for stat in (self._reward_term_sums, self._termination_counts, self._nonfinite_count):
             stat.zero_()
+        self._steps_since_pop = 0
         return out
 
     def term_names(self) -> list[str]:

@@ -26,9 +26,10 @@ def uniform(env: VecEnv, low: float, high: float, *shape: int) -> torch.Tensor:
     return low + (high - low) * u
 
 
-def masked(mask: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """`new` where the per-env `mask` is set, else `old` (mask broadcast over trailing dims)."""
-    return torch.where(mask.view(-1, *([1] * (old.dim() - 1))), new, old)
+def masked_write(mask: torch.Tensor, new: torch.Tensor, out: torch.Tensor) -> None:
+    """Write `new` into `out` (a state or model-field view) for the envs where `mask` is set,
+    leaving the others; the mask is broadcast over trailing dims. One operation, in place."""
+    torch.where(mask.view(-1, *([1] * (out.dim() - 1))), new, out, out=out)
 
 
 @dataclasses.dataclass
@@ -208,25 +209,57 @@ class ResetToHome:
     """Half-width (rad) of the joint offsets."""
     base_vel_noise: float
     """Half-width of the base's linear (m/s) and angular (rad/s) velocity."""
-    _draws: UniformRanges | None = None
+    _plan: _ResetPlan | None = None
 
     def __call__(self, env: VecEnv, mask: torch.Tensor) -> None:
-        robot, joints = env.robot, env.num_actions
-        if self._draws is None:
-            # One draw for every random number: heading, joint offsets, 6 base velocities.
-            pos, vel = self.joint_pos_noise, self.base_vel_noise
-            self._draws = UniformRanges(((-math.pi, math.pi), *[(-pos, pos)] * joints, *[(-vel, vel)] * 6))
-        draw = self._draws.draw(env)
-        qpos = robot.home_qpos.expand(env.num_envs, -1).clone()
-        half_yaw, quat = draw[:, 0] / 2, robot.base_qpos + 3
-        qpos[:, quat] = torch.cos(half_yaw)
-        qpos[:, quat + 3] = torch.sin(half_yaw)
-        home_joints = qpos[:, robot.joint_qpos] + draw[:, 1 : 1 + joints]
-        qpos[:, robot.joint_qpos] = torch.clamp(home_joints, robot.joint_lower, robot.joint_upper)
-        qvel = torch.zeros_like(env.sim.qvel)
-        qvel[:, robot.base_dof : robot.base_dof + 6] = draw[:, 1 + joints :]
-        env.sim.qpos.copy_(masked(mask, qpos, env.sim.qpos))
-        env.sim.qvel.copy_(masked(mask, qvel, env.sim.qvel))
+        if self._plan is None:
+            self._plan = _ResetPlan.build(env, self.joint_pos_noise, self.base_vel_noise)
+        plan, joints = self._plan, env.num_actions
+        # One draw for every random number: half the heading, joint offsets, 6 base velocities.
+        draw = plan.draws.draw(env)
+        half_yaw = draw[:, :1]
+        # The quaternion (cos, 0, 0, sin) of the heading and the joint offsets, each added to
+        # its qpos column of the home pose (whose base orientation is zeroed).
+        values = torch.cat([half_yaw.cos(), half_yaw.sin(), draw[:, 1 : 1 + joints]], dim=1)
+        offsets = torch.zeros_like(env.sim.qpos).index_copy_(1, plan.qpos_columns, values)
+        qpos = torch.clamp(plan.home_qpos + offsets, plan.qpos_lower, plan.qpos_upper)
+        qvel = torch.zeros_like(env.sim.qvel).index_copy_(1, plan.base_vel_columns, draw[:, 1 + joints :])
+        masked_write(mask, qpos, env.sim.qpos)
+        masked_write(mask, qvel, env.sim.qvel)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ResetPlan:
+    """What `ResetToHome` derives once from the robot, on the env's device."""
+
+    draws: UniformRanges
+    home_qpos: torch.Tensor
+    """The home qpos with the base's quaternion zeroed: the heading's quaternion is added."""
+    qpos_columns: torch.Tensor
+    """Where the drawn values go: the quaternion's w and z, then the joints in action order."""
+    qpos_lower: torch.Tensor
+    qpos_upper: torch.Tensor
+    """Joint ranges in qpos layout (unbounded for the other coordinates)."""
+    base_vel_columns: torch.Tensor
+
+    @staticmethod
+    def build(env: VecEnv, joint_pos_noise: float, base_vel_noise: float) -> _ResetPlan:
+        robot, device, nq = env.robot, env.device, env.sim.qpos.shape[1]
+        quat = robot.base_qpos + 3
+        joint_columns = torch.arange(nq, device=device)[robot.joint_qpos]
+        home_qpos = robot.home_qpos.clone()
+        home_qpos[quat : quat + 4] = 0.0
+        lower = torch.full((nq,), -math.inf, device=device).index_copy_(0, joint_columns, robot.joint_lower)
+        upper = torch.full((nq,), math.inf, device=device).index_copy_(0, joint_columns, robot.joint_upper)
+        pos, vel = joint_pos_noise, base_vel_noise
+        return _ResetPlan(
+            draws=UniformRanges(((-math.pi / 2, math.pi / 2), *[(-pos, pos)] * env.num_actions, *[(-vel, vel)] * 6)),
+            home_qpos=home_qpos,
+            qpos_columns=torch.cat([torch.tensor([quat, quat + 3], device=device), joint_columns]),
+            qpos_lower=lower,
+            qpos_upper=upper,
+            base_vel_columns=torch.arange(robot.base_dof, robot.base_dof + 6, device=device),
+        )
 
 
 def randomize_friction_and_mass(
@@ -239,11 +272,10 @@ def randomize_friction_and_mass(
     two geoms in contact, so this makes it the friction of every contact.
     """
     friction_field = env.sim.model_field("geom_friction")
-    mu = uniform(env, *friction).unsqueeze(1).expand(-1, friction_field.shape[1])
-    friction_field[:, :, 0] = masked(mask, mu, friction_field[:, :, 0])
+    mu = uniform(env, *friction).unsqueeze(1)
+    masked_write(mask, mu, friction_field[:, :, 0])
     mass, base = env.sim.model_field("body_mass"), env.robot.base_body
-    new_mass = env.robot.base_mass + uniform(env, *base_mass_offset)
-    mass[:, base] = masked(mask, new_mass, mass[:, base])
+    masked_write(mask, env.robot.base_mass + uniform(env, *base_mass_offset), mass[:, base])
 
 
 def push_base(env: VecEnv, mask: torch.Tensor, velocity: float) -> None:

@@ -95,11 +95,8 @@ def gaussian_kl(
     return (torch.log(std_new / std_old) + (std_old**2 + (mu_old - mu_new) ** 2) / (2.0 * std_new**2) - 0.5).sum(-1)
 
 
-def surrogate_loss(
-    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip: float
-) -> torch.Tensor:
-    """Clipped surrogate objective, as a loss (to minimise)."""
-    ratio = torch.exp(log_prob - old_log_prob)
+def surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip: float) -> torch.Tensor:
+    """Clipped surrogate objective, as a loss (to minimise); `ratio` is pi_new(a|s) / pi_old(a|s)."""
     unclipped = ratio * advantages
     clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
     return -torch.min(unclipped, clipped).mean()
@@ -180,6 +177,8 @@ class PPO:
         if cfg.normalize_advantages:
             advantages = (advantages - adv_mean) / (adv_std + 1e-8)
         batch = {
+            "actor_obs": actor_obs,
+            "critic_obs": critic_obs,
             "actions": buf.actions.flatten(0, 1),
             "log_probs": buf.log_probs.flatten(),
             "values": buf.values.flatten(),
@@ -197,24 +196,24 @@ class PPO:
         updates = skipped = 0
         learning_rate_sum = 0.0  # the rate each step used: the adaptive schedule moves it within the update
         for _ in range(cfg.num_learning_epochs):
-            # A fresh permutation every epoch.
+            # A fresh permutation every epoch, applied once; minibatches are consecutive chunks.
             perm = torch.randperm(size, device=self.ctx.device, generator=self.generator)
-            for first in range(0, size, mb_size):
-                idx = perm[first : first + mb_size]
-                mb = {k: v[idx] for k, v in batch.items()}
+            chunks = {k: v[perm].split(mb_size) for k, v in batch.items()}
+            for i in range(len(chunks["actions"])):
+                mb = {k: chunk[i] for k, chunk in chunks.items()}
 
                 # Losses of the current policy on this minibatch.
-                dist = self.policy.distribution(actor_obs[idx])
-                log_prob = dist.log_prob(mb["actions"])
+                dist = self.policy.distribution(mb["actor_obs"])
                 entropy = dist.entropy().mean()
-                values = self.policy.value(critic_obs[idx])
-                surrogate = surrogate_loss(log_prob, mb["log_probs"], mb["advantages"], cfg.clip_param)
+                values = self.policy.value(mb["critic_obs"])
+                ratio = torch.exp(dist.log_prob(mb["actions"]) - mb["log_probs"])
+                surrogate = surrogate_loss(ratio, mb["advantages"], cfg.clip_param)
                 v_loss = value_loss(values, mb["values"], mb["returns"], cfg.value_clip_param)
                 loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
                 with torch.no_grad():
                     kl = gaussian_kl(mb["mu"], mb["std"], dist.mean, dist.stddev).mean()
-                    ratio = torch.exp(log_prob - mb["log_probs"])
                     clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
+                    statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
 
                 # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
                 # "gradients" mode, kept local in "rollout" mode.
@@ -234,7 +233,7 @@ class PPO:
 
                 self.clip_gradients()
                 self.optimizer.step()
-                sums += torch.stack([surrogate.detach(), v_loss.detach(), entropy.detach(), kl, clip_fraction])
+                sums += statistics
                 learning_rate_sum += self.learning_rate
                 updates += 1
                 if per_step_sync:

@@ -124,9 +124,14 @@ class Simulation:
             self.contact_geom = wp.to_torch(self.data.contact.geom)
             self.contact_worldid = wp.to_torch(self.data.contact.worldid)
             self.nacon = wp.to_torch(self.data.nacon)
-            self._contact_rows = torch.arange(self.contact_worldid.shape[0], device=self.contact_worldid.device)
+            rows = self.contact_worldid.shape[0]
+            self._contact_rows = torch.arange(rows, device=self.contact_worldid.device).view(rows, 1)
+            self._spare_geom_slot = torch.tensor(num_worlds * mj_model.ngeom, dtype=torch.int32, device=self.device)
             mjw.forward(self.model, self.data)
         self.qpos0 = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
+        # State that a reset zeroes (empty arrays, such as `act` without activation states, skipped).
+        states = (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied)
+        self._zeroed_on_reset = [state for state in states if state.numel()]
         self._model_views: dict[str, torch.Tensor] = {}
         self.physics_version = 0
         """Counts the calls that recompute contacts and derived state (`step`, `forward`): terms
@@ -199,9 +204,9 @@ class Simulation:
         synchronisation and can be captured in a CUDA graph.
         """
         # masked_fill, not multiplication by the mask: a world reset for NaN state must lose it.
-        self.qpos.copy_(torch.where(mask.unsqueeze(1), self.qpos0, self.qpos))
         rows = mask.unsqueeze(1)
-        for state in (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied):
+        torch.where(rows, self.qpos0, self.qpos, out=self.qpos)
+        for state in self._zeroed_on_reset:
             state.masked_fill_(rows, 0.0)
         self.xfrc_applied.masked_fill_(rows.unsqueeze(2), 0.0)
         self.time.masked_fill_(mask, 0.0)
@@ -223,12 +228,13 @@ class Simulation:
         `nacon` rows are valid), with no host synchronisation. Contact sensors would give the
         same answer but are evaluated at every substep and cost about 20% of the physics."""
         ngeom = self.mj_model.ngeom
-        geom, world = self.contact_geom.long(), self.contact_worldid.long()
-        valid = self._contact_rows < self.nacon
-        index = torch.where(valid.unsqueeze(1), world.unsqueeze(1) * ngeom + geom, 0)
-        hits = torch.zeros(self.num_worlds * ngeom, device=self.device)
-        hits.index_add_(0, index.view(-1), valid.float().repeat_interleave(2))
-        return hits.view(self.num_worlds, ngeom) > 0
+        valid = self._contact_rows < self.nacon  # (nconmax, 1)
+        flat = self.contact_worldid.view(-1, 1) * ngeom + self.contact_geom  # (nconmax, 2), int32
+        # Invalid rows mark a spare last slot, which is cut off.
+        index = torch.where(valid, flat, self._spare_geom_slot).long()
+        hits = torch.zeros(self.num_worlds * ngeom + 1, dtype=torch.bool, device=self.device)
+        hits.index_fill_(0, index.view(-1), True)
+        return hits[:-1].view(self.num_worlds, ngeom)
 
     def model_field(self, name: str) -> torch.Tensor:
         """A zero-copy torch view of a model field; (num_worlds, ...) for per-world fields.
