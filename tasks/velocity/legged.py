@@ -104,20 +104,20 @@ def foot_contact_states(env: VecEnv) -> torch.Tensor:
 def track_lin_vel(env: VecEnv, sigma: float) -> torch.Tensor:
     """exp(-|v_xy - command_xy|^2 / sigma), in the base frame."""
     error = torch.sum((velocity_command(env)[:, :2] - env.cached(base_lin_vel)[:, :2]) ** 2, dim=1)
-    return torch.exp(-error / sigma)
+    return torch.exp(error / -sigma)
 
 
 def track_yaw_rate(env: VecEnv, sigma: float) -> torch.Tensor:
     """exp(-(w_z - command_yaw)^2 / sigma)."""
     error = (velocity_command(env)[:, 2] - base_ang_vel(env)[:, 2]) ** 2
-    return torch.exp(-error / sigma)
+    return torch.exp(error / -sigma)
 
 
 def feet_air_time(env: VecEnv, threshold: float) -> torch.Tensor:
     """Sum over the feet that touched down of (swing time - threshold); 0 for a ~zero command,
     so standing still is not punished for keeping its feet down."""
     landing = feet(env).landing_air_time
-    per_foot = torch.where(landing > 0, landing - threshold, torch.zeros_like(landing))
+    per_foot = (landing - threshold) * (landing > 0)
     return per_foot.sum(dim=1) * env.cached(is_moving_command)
 
 

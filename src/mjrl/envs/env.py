@@ -117,7 +117,8 @@ class VecEnv:
 
         # Envs whose state, observation or reward is not finite end here (a termination, with
         # no reward and nothing bootstrapped) and are reset; the others carry on.
-        nonfinite = ~self._finite_rows(self.sim.qpos, self.sim.qvel, *final_obs.values(), reward.unsqueeze(1))
+        finite = self._finite_rows(self.sim.qpos, self.sim.qvel, *final_obs.values(), reward.unsqueeze(1))
+        nonfinite = ~finite
         self._nonfinite_count += nonfinite.sum()
         reward = reward.masked_fill(nonfinite, 0.0)
         # Term statistics after the mask: one NaN env would make every term's sum NaN, and
@@ -125,7 +126,7 @@ class VecEnv:
         self._reward_term_sums += term_values.masked_fill(nonfinite, 0.0).sum(dim=1)
         self._steps_since_pop += 1
         terminated = terminated | nonfinite
-        truncated = truncated & ~nonfinite
+        truncated = truncated & finite
         final_obs = {group: obs.nan_to_num(0.0, 0.0, 0.0) for group, obs in final_obs.items()}
 
         done = terminated | truncated
@@ -271,7 +272,7 @@ class VecEnv:
         # `window` of them are written: the earlier ones would share their slots, and a GPU
         # keeps an arbitrary one of the values written to the same slot.
         window = self.EPISODE_WINDOW
-        order = torch.cumsum(done.long(), 0)  # 1, 2, ... over this step's finished envs
+        order = torch.cumsum(done, 0)  # 1, 2, ... over this step's finished envs
         finished = order[-1]
         keep = done & (order > finished - window)
         slots = torch.where(keep, (self._finished_total + order - 1) % window, self._spare_slot)
