@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from mjrl.rl.networks import DiagonalGaussian
+from mjrl.rl.networks import ActorCritic, DeployedActor, DiagonalGaussian
 from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
 from mjrl.rl.ppo import compute_gae, gaussian_kl, surrogate_loss, value_loss
 
@@ -69,6 +69,21 @@ def test_normalizer_matches_numpy_over_batches():
     np.testing.assert_allclose(norm.var.numpy(), data.var(0), rtol=1e-10)
     out = norm(torch.tensor(data[:5], dtype=torch.float32)).numpy()
     np.testing.assert_allclose(out, (data[:5] - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), rtol=1e-4)
+
+
+def test_std_offset_bounds_the_scaling_of_features_without_spread_and_is_exported():
+    """With `obs_std_offset`, a feature is divided by its std plus the offset: one with almost no
+    spread is no longer scaled up to unit variance. The exported actor divides alike."""
+    rng = np.random.default_rng(2)
+    data = rng.normal(loc=[0.0, 0.5], scale=[1e-3, 2.0], size=(500, 2))
+    policy = ActorCritic(2, 2, 1, (8,), (8,), "elu", 1.0, normalize=True, obs_std_offset=0.01)
+    update_from_sums(policy.actor_normalizer, moment_sums(torch.tensor(data)))
+    x = torch.tensor(data[:50], dtype=torch.float32)
+    expected = (data[:50] - data.mean(0)) / (np.sqrt(data.var(0) + 1e-8) + 0.01)
+    np.testing.assert_allclose(policy.normalize_actor(x).numpy(), expected, rtol=1e-4, atol=1e-6)
+    assert policy.normalize_actor(x)[:, 0].std() < 0.2  # without the offset: 1
+    with torch.no_grad():
+        assert torch.allclose(DeployedActor(policy)(x), policy.act_deterministic(x), atol=1e-6)
 
 
 def test_summed_moments_of_two_batches_give_the_statistics_of_the_pooled_data():

@@ -42,6 +42,10 @@ class AgentConfig:
     """Initial std of the Gaussian policy (a learnable, state-independent parameter)."""
     normalize_observations: bool = True
     """Normalise observations with running float64 mean and variance."""
+    obs_std_offset: float = 0.0
+    """Added to each observation feature's std before dividing by it. With 0, a feature with
+    almost no spread (a balanced pole's angle, an input that is mostly noise) is scaled up to
+    unit variance; rsl_rl adds 0.01, which Balance learns better with (docs/benchmarks.md)."""
 
     # PPO
     learning_rate: float = 1e-3
@@ -95,6 +99,7 @@ class AgentConfig:
         "actor_hidden_dims": ">= 1",
         "critic_hidden_dims": ">= 1",
         "init_noise_std": "> 0",
+        "obs_std_offset": ">= 0",
         "learning_rate": "> 0",
         "desired_kl": "> 0",
         "num_learning_epochs": ">= 1",

@@ -63,13 +63,14 @@ class ActorCritic(nn.Module):
         activation: str,
         init_noise_std: float,
         normalize: bool,
+        obs_std_offset: float = 0.0,
     ):
         super().__init__()
         self.actor = mlp(actor_obs_dim, actor_hidden, num_actions, activation)
         self.critic = mlp(critic_obs_dim, critic_hidden, 1, activation)
         self.log_std = nn.Parameter(torch.full((num_actions,), float(torch.log(torch.tensor(init_noise_std)))))
-        self.actor_normalizer = RunningNormalizer(actor_obs_dim) if normalize else None
-        self.critic_normalizer = RunningNormalizer(critic_obs_dim) if normalize else None
+        self.actor_normalizer = RunningNormalizer(actor_obs_dim, std_offset=obs_std_offset) if normalize else None
+        self.critic_normalizer = RunningNormalizer(critic_obs_dim, std_offset=obs_std_offset) if normalize else None
 
     def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor_normalizer(obs) if self.actor_normalizer is not None else obs
@@ -110,7 +111,7 @@ class DeployedActor(nn.Module):
         # Cast and summed as RunningNormalizer.forward does for float32 input, so the exported
         # model and act_deterministic round the same way.
         mean = norm.mean.float().cpu() if norm is not None else torch.zeros(dim)
-        std = torch.sqrt(norm.var.float().cpu() + norm.eps) if norm is not None else torch.ones(dim)
+        std = norm.std().cpu() if norm is not None else torch.ones(dim)
         self.register_buffer("obs_mean", mean)
         self.register_buffer("obs_std", std)
         self.obs_clip = norm.clip if norm is not None else math.inf

@@ -12,10 +12,13 @@ from torch import nn
 
 
 class RunningNormalizer(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-8, clip: float = 10.0):
+    def __init__(self, dim: int, eps: float = 1e-8, clip: float = 10.0, std_offset: float = 0.0):
         super().__init__()
         self.eps = eps
         self.clip = clip
+        self.std_offset = std_offset
+        """Added to the std before dividing: with 0, a feature with almost no spread (a balanced
+        pole's angle, a noise-only input) is scaled up to unit variance; rsl_rl adds 0.01."""
         self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
         self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
@@ -23,12 +26,17 @@ class RunningNormalizer(nn.Module):
         self._scale_cache: tuple[torch.Tensor, torch.Tensor] = (self.mean, self.var)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # sqrt(var + eps), not rsl_rl's std + 1e-2: the latter squeezes features whose std is of
-        # the order of 1e-2 (a balanced pole's angle) and stalled Balance at half the return
-        # (measured: 444 and 511 against 947 after 150 iterations). Features with no spread at
-        # the start are handled where the statistics are initialised (runner.train).
+        # (x - mean) / (sqrt(var + eps) + std_offset), clipped. Balance shows the offset's
+        # effect both ways: with one global gradient clip, rsl_rl's 0.01 halved its return (444
+        # and 511 against 947); with the networks clipped apart and warmed-up statistics it
+        # raised it (docs/benchmarks.md). Features with no spread at the start are handled where
+        # the statistics are initialised (runner.start).
         mean, inv_std = self._scale(x.dtype)
         return ((x - mean) * inv_std).clamp(-self.clip, self.clip)
+
+    def std(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The denominators of the normalisation in `dtype`: sqrt(var + eps) + std_offset."""
+        return torch.sqrt(self.var.to(dtype) + self.eps) + self.std_offset
 
     def _scale(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and 1 / sqrt(var + eps) in `dtype`, remade only when the statistics change (an
@@ -36,7 +44,9 @@ class RunningNormalizer(nn.Module):
         env step: each operation costs host time on a GPU."""
         key = (self.mean.data_ptr(), self.mean._version, self.var.data_ptr(), self.var._version, dtype)
         if self._scale_key != key:
-            self._scale_cache = (self.mean.to(dtype), torch.rsqrt(self.var.to(dtype) + self.eps))
+            # rsqrt without an offset: the formula every result before the offset was measured with.
+            inv_std = 1.0 / self.std(dtype) if self.std_offset else torch.rsqrt(self.var.to(dtype) + self.eps)
+            self._scale_cache = (self.mean.to(dtype), inv_std)
             self._scale_key = key
         return self._scale_cache
 

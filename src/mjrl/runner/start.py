@@ -30,6 +30,7 @@ def build_policy(env: VecEnv, cfg: TrainConfig, device: torch.device) -> ActorCr
         a.activation,
         a.init_noise_std,
         a.normalize_observations,
+        a.obs_std_offset,
     ).to(device)
 
 
