@@ -3,6 +3,7 @@ shared, a torn metrics line does not stop a resume, config.yaml reproduces the r
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import multiprocessing
 import os
@@ -15,7 +16,9 @@ import yaml
 from conftest import TINY_RUN, last_json, read_jsonl, run_cli
 
 from mjrl.runner.checkpoint import load_checkpoint, save_checkpoint
+from mjrl.runner.evaluate import load_trained
 from mjrl.runner.run_dir import claim_run_dir
+from mjrl.tasks import load_task
 
 TASK = "Mjrl-Cartpole-Balance"
 SAME_SECOND = datetime.datetime(2026, 11, 22, 10, 14, 16)
@@ -204,8 +207,8 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     run_dir = tmp_path / "run"
     shutil.copytree(BEFORE_ISSUE12, run_dir)
     # A resume takes its settings from the command line, as the run did: the defaults changed
-    # since that run (clipping apart), so the run's own value is given.
-    old_defaults = ["--agent.clip-networks-separately", "False"]
+    # since that run (clipping apart, Balance's std offset), so the run's own values are given.
+    old_defaults = ["--agent.clip-networks-separately", "False", "--agent.obs-std-offset", "0"]
     result = run_cli(
         "train", TASK, *OLD_RUN_FLAGS, *old_defaults, "--agent.max-iterations", "4", "--resume-dir", str(run_dir)
     )
@@ -220,3 +223,14 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     assert checkpoint["config"].keys() == old["config"].keys()  # launch options stay flat keys
     reproduced = run_cli("train", "--config", str(run_dir / "config.yaml"), "--help")
     assert reproduced.returncode == 0, reproduced.stderr[-2000:]  # the old config.yaml still parses
+
+
+def test_a_checkpoint_from_before_the_std_offset_is_evaluated_without_one():
+    """Balance now normalises with rsl_rl's std offset; a checkpoint saved before the setting
+    existed was trained without one, and `play`, videos and export must use it so."""
+    state = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
+    task = load_task(TASK)
+    assert task.agent_cfg.obs_std_offset == 0.01 and "obs_std_offset" not in state["config"]["agent"]
+    env_cfg = dataclasses.replace(task.env_cfg, num_envs=2)
+    _, policy = load_trained(task, state, BEFORE_ISSUE12, env_cfg, torch.device("cpu"))
+    assert policy.actor_normalizer.std_offset == 0.0 and policy.critic_normalizer.std_offset == 0.0

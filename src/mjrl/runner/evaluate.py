@@ -162,7 +162,10 @@ def load_trained(
     from mjrl.runner.config import TrainConfig, apply_dict
     from mjrl.runner.start import build_policy, restore_policy
 
-    train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
+    saved = state["config"]
+    # Checkpoints from before `obs_std_offset` existed were normalised without an offset.
+    saved = {**saved, "agent": {"obs_std_offset": 0.0, **saved.get("agent", {})}}
+    train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), saved)
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
     policy = build_policy(env, train_cfg, device)
     restore_policy(policy, state, source)
