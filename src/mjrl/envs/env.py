@@ -218,6 +218,8 @@ class VecEnv:
         self._interval_timers -= self.step_dt
         due = self._interval_timers <= 0
         fresh = self._fresh_timers
+        # Each job's fresh timers are drawn right after the job's own draws, so the random stream
+        # (and a seeded run) is the same as with one timer tensor per job.
         for row, job in enumerate(self._interval_jobs):
             job(due[row])
             torch.rand(self.num_envs, device=self.device, generator=self.generator, out=fresh[row])
