@@ -15,8 +15,19 @@ from pathlib import Path
 
 import torch
 
+from mjrl.runner.checkpoint import load_checkpoint
 from mjrl.runner.evaluate import load_trained
 from mjrl.tasks import load_task
+
+
+def critic_slice(env, term: str) -> slice:
+    """Where observation term `term` lies in the critic's vector."""
+    start = 0
+    for name, size in env.obs_term_sizes("critic").items():
+        if name == term:
+            return slice(start, start + size)
+        start += size
+    raise SystemExit(f"the task's critic has no {term!r} observation")
 
 
 def main() -> None:
@@ -36,8 +47,9 @@ def main() -> None:
     randomization = dataclasses.replace(cfg.randomization, push_velocity=args.push_velocity)
     cfg = dataclasses.replace(cfg, num_envs=args.num_envs, obs_noise=False, random_initial_episode_length=False,
                               randomization=randomization, robot=robot)  # fmt: skip
-    state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    state = load_checkpoint(args.checkpoint)
     env, policy = load_trained(task, state, args.checkpoint, cfg, torch.device("cpu"), seed=5)
+    gravity, command = critic_slice(env, "projected_gravity"), critic_slice(env, "command")
     env.pop_term_stats()
     ends = []
     with torch.no_grad():
@@ -45,7 +57,7 @@ def main() -> None:
             _, _, terminated, _, extras = env.step(policy.act_deterministic(env.obs["actor"]))
             for i in terminated.nonzero().flatten().tolist():  # a host read per step: a probe, not training
                 critic = extras["final_obs"]["critic"][i]
-                ends.append((step, i, critic[6:9].tolist(), critic[9:12].tolist()))
+                ends.append((step, i, critic[gravity].tolist(), critic[command].tolist()))
     stats = dict(zip(env.term_names(), env.pop_term_stats().tolist(), strict=False))
     print({name: count for name, count in stats.items() if name.startswith("termination/")})
     for step, i, gravity, command in ends:

@@ -16,6 +16,7 @@ from typing import ClassVar
 import torch
 
 from mjrl.envs import EnvConfig, EventTerm, ObsTerm, RewardTerm, TaskSpec, VecEnv
+from mjrl.envs.terms import masked_write
 from mjrl.rl.config import AgentConfig
 from mjrl.sim import SimConfig
 from mjrl.tasks.base import Task
@@ -98,9 +99,8 @@ def reset_cartpole(env: VecEnv, mask: torch.Tensor, cfg: CartpoleEnvConfig) -> N
         pole = cfg.pole_angle_noise * (2 * torch.rand(n, device=dev, generator=gen) - 1)
     qpos = torch.stack([cart, pole], dim=-1)
     qvel = cfg.velocity_noise * torch.randn(n, 2, device=dev, generator=gen)
-    m = mask.unsqueeze(1)
-    env.sim.qpos.copy_(torch.where(m, qpos, env.sim.qpos))
-    env.sim.qvel.copy_(torch.where(m, qvel, env.sim.qvel))
+    masked_write(mask, qpos, env.sim.qpos)
+    masked_write(mask, qvel, env.sim.qvel)
 
 
 def build(cfg: CartpoleEnvConfig) -> TaskSpec:

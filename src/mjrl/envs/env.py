@@ -67,11 +67,13 @@ class VecEnv:
         ranges = [interval for interval, _ in jobs]
         self._interval_low = torch.tensor([[low] for low, _ in ranges], device=device)
         self._interval_width = torch.tensor([[high - low] for low, high in ranges], device=device)
-        # Rows of the stacked termination terms, as device index tensors (a Python list would be
-        # copied to the device at every step); None when no term is a time-out.
+        # Rows of the stacked termination terms that fail and that time out, as device index
+        # tensors (a Python list would be copied to the device at every step); None when no term
+        # is a time-out, so every row fails.
         time_outs = torch.tensor([term.time_out for term in task.terminations.values()], dtype=torch.bool)
-        self._failure_rows = (~time_outs).nonzero().view(-1).to(device)
-        self._time_out_rows = time_outs.nonzero().view(-1).to(device) if time_outs.any() else None
+        self._row_split = None
+        if time_outs.any():
+            self._row_split = ((~time_outs).nonzero().view(-1).to(device), time_outs.nonzero().view(-1).to(device))
         self._reset_stats()
         self.obs_dims = {}
         self._memo: dict[Callable, torch.Tensor] | None = None
@@ -195,11 +197,12 @@ class VecEnv:
             return torch.zeros_like(time_out), time_out
         fired = torch.stack([term.func(self) for term in self.task.terminations.values()])
         self._termination_counts += fired.sum(dim=1)
-        if self._time_out_rows is None:  # every term is a failure
+        if self._row_split is None:
             terminated, truncated = fired.any(dim=0), time_out
         else:
-            terminated = fired.index_select(0, self._failure_rows).any(dim=0)
-            truncated = time_out | fired.index_select(0, self._time_out_rows).any(dim=0)
+            failure_rows, time_out_rows = self._row_split
+            terminated = fired.index_select(0, failure_rows).any(dim=0)
+            truncated = time_out | fired.index_select(0, time_out_rows).any(dim=0)
         # A terminated env is not also truncated: its final value must not be bootstrapped.
         return terminated, truncated & ~terminated
 

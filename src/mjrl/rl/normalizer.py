@@ -39,7 +39,7 @@ class RunningNormalizer(nn.Module):
         return torch.sqrt(self.var.to(dtype) + self.eps) + self.std_offset
 
     def _scale(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and 1 / sqrt(var + eps) in `dtype`, remade only when the statistics change (an
+        """Mean and 1 / `std` in `dtype`, remade only when the statistics change (an
         update, a broadcast, a load: any in-place write bumps a tensor's version), not at every
         env step: each operation costs host time on a GPU."""
         key = (self.mean.data_ptr(), self.mean._version, self.var.data_ptr(), self.var._version, dtype)
