@@ -1,9 +1,10 @@
 """Why does a trained legged policy fall? Runs its deterministic policy and prints each early end.
 
     python scripts/probe_falls.py --task Mjrl-Velocity-Flat-Mule --checkpoint RUN/checkpoints/model_001600.pt
-        [--num-envs 64] [--steps 1000] [--push-velocity 0.5] [--env-flags ...]
+        [--num-envs 64] [--steps 1000] [--push-velocity 0.5] [--mjcf XML] [--stochastic] [--obs-noise]
 
-Clean observations, episodes from their start. Prints the termination counts by term, then one
+Clean observations and the policy mean unless told otherwise (`--obs-noise --stochastic` is how the
+policy acts in training), episodes from their start. Prints the termination counts by term, then one
 line per early end: step, env, gravity in the base frame (which way it tipped) and the command.
 """
 
@@ -38,6 +39,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--push-velocity", type=float, default=0.5)
     parser.add_argument("--mjcf", default="", help="another MJCF for the robot (same names)")
+    parser.add_argument("--stochastic", action="store_true", help="sample actions, as in training")
+    parser.add_argument("--obs-noise", action="store_true", help="noisy actor observations, as in training")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -45,8 +48,10 @@ def main() -> None:
     cfg = task.env_cfg
     robot = dataclasses.replace(cfg.robot, mjcf=args.mjcf) if args.mjcf else cfg.robot
     randomization = dataclasses.replace(cfg.randomization, push_velocity=args.push_velocity)
-    cfg = dataclasses.replace(cfg, num_envs=args.num_envs, obs_noise=False, random_initial_episode_length=False,
-                              randomization=randomization, robot=robot)  # fmt: skip
+    cfg = dataclasses.replace(
+        cfg, num_envs=args.num_envs, obs_noise=args.obs_noise, random_initial_episode_length=False,
+        randomization=randomization, robot=robot,
+    )  # fmt: skip
     state = load_checkpoint(args.checkpoint)
     env, policy = load_trained(task, state, args.checkpoint, cfg, torch.device("cpu"), seed=5)
     gravity, command = critic_slice(env, "projected_gravity"), critic_slice(env, "command")
@@ -54,7 +59,12 @@ def main() -> None:
     ends = []
     with torch.no_grad():
         for step in range(args.steps):
-            _, _, terminated, _, extras = env.step(policy.act_deterministic(env.obs["actor"]))
+            actor_obs = env.obs["actor"]
+            if args.stochastic:
+                actions = policy.distribution(policy.normalize_actor(actor_obs)).sample()
+            else:
+                actions = policy.act_deterministic(actor_obs)
+            _, _, terminated, _, extras = env.step(actions)
             for i in terminated.nonzero().flatten().tolist():  # a host read per step: a probe, not training
                 critic = extras["final_obs"]["critic"][i]
                 ends.append((step, i, critic[gravity].tolist(), critic[command].tolist()))
