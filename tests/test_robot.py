@@ -103,3 +103,13 @@ def test_a_robot_config_round_trips_through_yaml():
     """config.yaml records the robot by its names, and `--config` reads them back."""
     robot = MULE.env_cfg.robot
     assert apply_dict(RobotConfig(mjcf=""), to_dict(robot)) == robot
+
+
+def test_a_config_from_before_the_robot_was_config_loads_with_its_renamed_key():
+    """Runs from before issue 12 wrote `trunk_mass_offset`; their config.yaml must still load (for
+    `play`, `--config` and resumes), as the key it became, while a truly unknown key stays an error."""
+    old = {"randomization": {"trunk_mass_offset": [-2.0, 2.0], "friction": [0.6, 1.0]}}
+    cfg = apply_dict(GO1.env_cfg, old)
+    assert cfg.randomization.base_mass_offset == (-2.0, 2.0) and cfg.randomization.friction == (0.6, 1.0)
+    with pytest.raises(UsageError, match=re.escape("unknown config key 'randomization.tail_mass_offset'")):
+        apply_dict(GO1.env_cfg, {"randomization": {"tail_mass_offset": [-2.0, 2.0]}})
