@@ -21,16 +21,6 @@ from mjrl.runner.evaluate import load_trained
 from mjrl.tasks import load_task
 
 
-def critic_slice(env, term: str) -> slice:
-    """Where observation term `term` lies in the critic's vector."""
-    start = 0
-    for name, size in env.obs_term_sizes("critic").items():
-        if name == term:
-            return slice(start, start + size)
-        start += size
-    raise SystemExit(f"the task's critic has no {term!r} observation")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="Mjrl-Velocity-Flat-Quadruped")
@@ -54,7 +44,10 @@ def main() -> None:
     )  # fmt: skip
     state = load_checkpoint(args.checkpoint)
     env, policy = load_trained(task, state, args.checkpoint, cfg, torch.device("cpu"), seed=5)
-    gravity, command = critic_slice(env, "projected_gravity"), critic_slice(env, "command")
+    critic_terms = env.obs_term_slices("critic")
+    if not {"projected_gravity", "command"} <= critic_terms.keys():
+        raise SystemExit("the task's critic observes no 'projected_gravity' or no 'command'")
+    gravity, command = critic_terms["projected_gravity"], critic_terms["command"]
     env.pop_term_stats()
     ends = []
     with torch.no_grad():

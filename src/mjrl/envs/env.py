@@ -178,10 +178,14 @@ class VecEnv:
             obs["actor"] = obs["actor"] + self._actor_noise_std * noise
         return obs
 
-    def obs_term_sizes(self, group: str) -> dict[str, int]:
-        """Width of each term of an observation group, in the order `compute_obs` concatenates
-        them (evaluates the terms once; for export, never in the training loop)."""
-        return {name: int(term.func(self).shape[-1]) for name, term in self.task.observations[group].items()}
+    def obs_term_slices(self, group: str) -> dict[str, slice]:
+        """Where each term of an observation group lies in the vector `compute_obs` concatenates
+        (evaluates the terms once; for export and probes, never in the training loop)."""
+        slices, start = {}, 0
+        for name, term in self.task.observations[group].items():
+            size = int(term.func(self).shape[-1])
+            slices[name], start = slice(start, start + size), start + size
+        return slices
 
     def _compute_reward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(reward, weighted term values of shape (terms, num_envs))."""

@@ -117,7 +117,9 @@ def export_policy(
         input_name="obs",
         output_name="actions",
         observation_size=obs_size,
-        observation_terms=_terms(env.obs_term_sizes("actor")),
+        observation_terms=tuple(
+            ObsTerm(name, cols.start, cols.stop - cols.start) for name, cols in env.obs_term_slices("actor").items()
+        ),
         action_size=env.num_actions,
         action_joints=tuple(env.sim.actuator_joints()),
         action_scale=float(cfg.action_scale),
@@ -138,14 +140,6 @@ def export_policy(
     sidecar_path = out.with_name(out.name + ".json")
     sidecar_path.write_text(sidecar.to_json())
     return out, sidecar_path
-
-
-def _terms(sizes: dict[str, int]) -> tuple[ObsTerm, ...]:
-    terms, start = [], 0
-    for name, size in sizes.items():
-        terms.append(ObsTerm(name, start, size))
-        start += size
-    return tuple(terms)
 
 
 @contextlib.contextmanager
