@@ -43,7 +43,7 @@ def bare_physics_rate(task, num_envs: int, steps: int) -> float:
     import warp as wp
 
     spec = task.build(task.env_cfg)
-    sim = Simulation.from_xml(spec.model_xml, num_envs, "cpu", task.env_cfg.sim)
+    sim = Simulation(spec.scene.build()[0], num_envs, "cpu", task.env_cfg.sim)
     home = torch.tensor(sim.mj_model.key("home").qpos, dtype=torch.float32)
     sim.qpos.copy_(home.expand_as(sim.qpos))
     sim.ctrl.copy_(home[7:].expand_as(sim.ctrl))

@@ -47,7 +47,7 @@ def main() -> None:
     spec = task.build(task.env_cfg)
     cfg = dataclasses.replace(task.env_cfg.sim, graph=False)
     for conditional in (True, False):
-        sim = Simulation.from_xml(spec.model_xml, args.num_worlds, args.device, cfg)
+        sim = Simulation(spec.scene.build()[0], args.num_worlds, args.device, cfg)
         sim.model.opt.graph_conditional = conditional
         ms = ms_per_step(sim, args.steps)
         used = wp.to_torch(sim.data.solver_niter).float().mean().item()

@@ -33,7 +33,7 @@ def physics_rates(task, num_envs: int, steps: int) -> tuple[float, float]:
     from mjrl.sim import Simulation  # first: it quiets Warp before mujoco_warp starts it
 
     spec = task.build(task.env_cfg)
-    sim = Simulation.from_xml(spec.model_xml, num_envs, "cpu", task.env_cfg.sim)
+    sim = Simulation(spec.scene.build()[0], num_envs, "cpu", task.env_cfg.sim)
     with wp.ScopedDevice(sim.wp_device):
         for _ in range(20):
             mjw.step(sim.model, sim.data)

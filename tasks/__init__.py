@@ -15,6 +15,11 @@ TASKS: dict[str, tuple[str, str]] = {
     "Mjrl-Cartpole-Swingup": ("mjrl.tasks.cartpole:SWINGUP", "swing a hanging pole up, then balance it"),
     "Mjrl-Velocity-Flat-Quadruped": ("mjrl.tasks.velocity.go1:VELOCITY_FLAT", "Go1-class quadruped, velocity tracking"),
     "Mjrl-Velocity-Flat-Mule": ("mjrl.tasks.velocity.mule:VELOCITY_FLAT_MULE", "44 kg quadruped, velocity tracking"),
+    "Mjrl-Velocity-Rough-Quadruped": (
+        "mjrl.tasks.velocity.go1:VELOCITY_ROUGH",
+        "Go1-class quadruped on stairs, slopes and rough ground, with a terrain curriculum",
+    ),
+    "Mjrl-Velocity-Rough-Mule": ("mjrl.tasks.velocity.mule:VELOCITY_ROUGH_MULE", "44 kg quadruped on the same terrain"),
 }
 
 

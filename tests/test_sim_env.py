@@ -23,7 +23,7 @@ def make_env(**changes) -> VecEnv:
 
 def test_state_tensors_alias_warp_and_reset_touches_only_masked_worlds():
     spec = BALANCE.build(BALANCE.env_cfg)
-    sim = Simulation.from_xml(spec.model_xml, 4, "cpu", BALANCE.env_cfg.sim)
+    sim = Simulation(spec.scene.build()[0], 4, "cpu", BALANCE.env_cfg.sim)
     sim.qvel[:, 1] = 1.0  # written through the torch view
     sim.step()
     assert torch.all(sim.qpos[:, 1] > 0.01)  # the simulator saw the velocity
@@ -44,7 +44,7 @@ def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
     task = load_task(task_name)
     spec = task.build(task.env_cfg)
     sims = [
-        Simulation.from_xml(spec.model_xml, 4, "cpu", dataclasses.replace(task.env_cfg.sim, graph=graph))
+        Simulation(spec.scene.build()[0], 4, "cpu", dataclasses.replace(task.env_cfg.sim, graph=graph))
         for graph in (True, False)
     ]
     replayed, launched = sims

@@ -18,7 +18,7 @@ import torch
 from mjrl.envs import EnvConfig, EventTerm, ObsTerm, RewardTerm, TaskSpec, VecEnv
 from mjrl.envs.terms import masked_write
 from mjrl.rl.config import AgentConfig
-from mjrl.sim import SimConfig
+from mjrl.sim import Scene, SimConfig
 from mjrl.tasks.base import Task
 
 MODEL_XML = Path(__file__).parent / "cartpole.xml"
@@ -110,7 +110,7 @@ def build(cfg: CartpoleEnvConfig) -> TaskSpec:
         "velocities": ObsTerm(joint_velocities, noise_std=0.05),
     }
     return TaskSpec(
-        model_xml=MODEL_XML,
+        scene=Scene(MODEL_XML),
         observations={"actor": observations, "critic": observations},
         rewards={"smooth_balance": RewardTerm(smooth_balance, weight=1.0)},
         terminations={},

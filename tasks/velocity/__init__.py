@@ -1,10 +1,14 @@
-"""Velocity tracking on flat ground for any legged robot with position-controlled joints.
+"""Velocity tracking on flat ground or rough terrain for any legged robot with
+position-controlled joints.
 
 The policy acts at 50 Hz (0.005 s physics steps, decimation 4) and sets joint position targets
 around the robot's home pose. It is commanded a forward and lateral velocity and a yaw rate in
 its own frame, resampled every few seconds, and rewarded for tracking them (legged_gym / mjlab
 style rewards). The critic also sees privileged state: ground friction, foot contacts, the
-base's added mass and its height.
+base's added mass and its height. On a terrain grid (`--env.terrain.kind grid`) robots spawn on
+their patch, a curriculum moves them between rows of difficulty, an out-of-bounds time-out ends
+an episode at the grid's edge, and with `--env.height-scan.enabled True` both see the terrain
+around the base.
 
 The robot is data (`VelocityEnvConfig.robot`, a `RobotConfig` of names); a robot's module sets
 it with its own defaults and registers a `Task` (see `go1.py`, `mule.py` and
@@ -17,12 +21,14 @@ perfect tracking return of a 20 s episode is 20 * (weight_lin + weight_yaw).
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from pathlib import Path
 
 from mjrl.envs import CommandTerm, EventTerm, ObsTerm, RewardTerm, TaskSpec, TerminationTerm
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
+from mjrl.sim import Scene
 from mjrl.tasks.velocity import legged
 from mjrl.tasks.velocity.config import VelocityEnvConfig
 from mjrl.tasks.velocity.legged import COMMAND, play_metrics
@@ -41,6 +47,9 @@ def _observations(cfg: VelocityEnvConfig) -> dict[str, dict[str, ObsTerm]]:
         "joint_vel": ObsTerm(mdp.joint_vel, noise_std=noise.joint_vel),
         "last_action": ObsTerm(mdp.last_action),
     }
+    if cfg.height_scan.enabled:
+        scan = mdp.HeightScan(cfg.height_scan.size, cfg.height_scan.resolution)
+        actor["height_scan"] = ObsTerm(scan, noise_std=noise.height_scan)
     privileged = {
         "ground_friction": ObsTerm(mdp.ground_friction),
         "foot_contacts": ObsTerm(legged.foot_contact_states),
@@ -79,6 +88,8 @@ def _events(cfg: VelocityEnvConfig) -> dict[str, EventTerm]:
         ),
         "reset_robot": EventTerm(mdp.ResetToHome(rand.joint_pos_noise, rand.base_vel_noise)),
     }
+    if cfg.terrain.kind == "grid" and cfg.terrain.curriculum:
+        events["terrain_curriculum"] = EventTerm(legged.terrain_curriculum, mode="episode_end")
     if rand.push_velocity > 0:
         push = partial(mdp.push_base, velocity=rand.push_velocity)
         events["push_robot"] = EventTerm(push, mode="interval", interval_s=rand.push_interval_s)
@@ -92,15 +103,20 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
     sample = legged.VelocityCommand(
         (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction
     )
+    terminations = {
+        "illegal_contact": TerminationTerm(mdp.illegal_contact),
+        "bad_orientation": TerminationTerm(partial(mdp.bad_orientation, max_tilt=cfg.max_tilt_rad)),
+    }
+    if cfg.terrain.kind == "grid":
+        # The height scan must stay on the grid: end the episode (as a time-out) before it leaves.
+        margin = math.hypot(*cfg.height_scan.size) / 2 + 0.2
+        terminations["out_of_bounds"] = TerminationTerm(partial(mdp.out_of_bounds, margin=margin), time_out=True)
     return TaskSpec(
-        model_xml=Path(cfg.robot.mjcf),
+        scene=Scene(Path(cfg.robot.mjcf), cfg.terrain),
         robot=cfg.robot,
         observations=_observations(cfg),
         rewards=_rewards(cfg),
-        terminations={
-            "illegal_contact": TerminationTerm(mdp.illegal_contact),
-            "bad_orientation": TerminationTerm(partial(mdp.bad_orientation, max_tilt=cfg.max_tilt_rad)),
-        },
+        terminations=terminations,
         events=_events(cfg),
         commands={COMMAND: CommandTerm(sample, dim=3, resample_interval_s=commands.resample_interval_s)},
         contacts=True,

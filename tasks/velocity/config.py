@@ -9,7 +9,7 @@ from typing import ClassVar
 from mjrl.envs import EnvConfig
 from mjrl.envs.robot import RobotConfig
 from mjrl.rl.config import AgentConfig
-from mjrl.sim import SimConfig
+from mjrl.sim import SimConfig, TerrainConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +50,12 @@ class ObsNoiseConfig:
     """Joint positions (rad)."""
     joint_vel: float = 1.5
     """Joint velocities (rad/s)."""
+    height_scan: float = 0.05
+    """Height scan (m)."""
 
-    bounds: ClassVar[dict] = {name: ">= 0" for name in ("lin_vel", "ang_vel", "gravity", "joint_pos", "joint_vel")}
+    bounds: ClassVar[dict] = {
+        name: ">= 0" for name in ("lin_vel", "ang_vel", "gravity", "joint_pos", "joint_vel", "height_scan")
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,11 +141,31 @@ class RandomizationConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class HeightScanConfig:
+    """Terrain heights around the base, seen by the actor (noisy) and the critic (clean)."""
+
+    enabled: bool = False
+    """Observe the height scan (rough-terrain tasks); off on flat ground."""
+    size: tuple[float, float] = (1.6, 1.0)
+    """Extent of the grid of points along the heading and across it (m): 17 x 11 = 187 points
+    at 0.1 m, legged_gym's and mjlab's."""
+    resolution: float = 0.1
+    """Spacing of the points (m)."""
+
+    bounds: ClassVar[dict] = {"size": ">= 0", "resolution": "> 0"}
+
+
+@dataclasses.dataclass(frozen=True)
 class VelocityEnvConfig(EnvConfig):
-    """A legged robot tracking velocity commands on flat ground."""
+    """A legged robot tracking velocity commands on flat ground or a terrain grid."""
 
     robot: RobotConfig = RobotConfig(mjcf="")
     """The robot: its MJCF and the names of its base, joints, feet and contact geoms."""
+    terrain: TerrainConfig = TerrainConfig()
+    """The ground, composed into the scene with the robot: flat, or a grid of rising difficulty
+    with a curriculum (`--env.terrain.kind grid`)."""
+    height_scan: HeightScanConfig = HeightScanConfig()
+    """The height-scan observation."""
     episode_length_s: float = 20.0
     """Episode length in seconds (1000 env steps at 50 Hz)."""
     action_scale: float = 0.25
@@ -189,3 +213,7 @@ AGENT = AgentConfig(
     gamma=0.99,
     lam=0.95,
 )
+
+ROUGH = {"terrain": TerrainConfig(kind="grid"), "height_scan": HeightScanConfig(enabled=True)}
+"""What turns a flat velocity task into its rough one: a terrain grid with the curriculum, and
+the height scan. Rewards, terminations and PPO settings stay the flat task's."""

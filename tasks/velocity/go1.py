@@ -1,4 +1,5 @@
-"""The Go1-class quadruped (12.5 kg, `go1.xml`) on the velocity task."""
+"""The Go1-class quadruped (12.5 kg, `go1.xml`) on the velocity task, on flat ground and on
+rough terrain with a curriculum."""
 
 import dataclasses
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 from mjrl.envs import Task
 from mjrl.envs.robot import RobotConfig
 from mjrl.tasks.velocity import build, play_metrics
-from mjrl.tasks.velocity.config import AGENT, VelocityEnvConfig
+from mjrl.tasks.velocity.config import AGENT, ROUGH, VelocityEnvConfig
 
 LEGS = ("FR", "FL", "RR", "RL")
 
@@ -15,7 +16,6 @@ GO1 = RobotConfig(
     base_body="trunk",
     joints=tuple(f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf")),
     home_keyframe="home",
-    floor_geom="floor",
     foot_geoms=tuple(f"{leg}_foot" for leg in LEGS),
     # Touching the ground with the trunk or a thigh ends the episode; a calf is only penalised.
     fatal_contact_geoms=("trunk", *(f"{leg}_thigh" for leg in LEGS)),
@@ -40,6 +40,22 @@ GO1_ENV = VelocityEnvConfig(
 VELOCITY_FLAT = Task(
     name="Mjrl-Velocity-Flat-Quadruped",
     env_cfg=GO1_ENV,
+    agent_cfg=AGENT,
+    build=build,
+    play_metrics=play_metrics,
+)
+
+GO1_ROUGH_ENV = dataclasses.replace(
+    GO1_ENV,
+    **ROUGH,
+    # On the heightfield a geom touches up to 4 of its triangles, not 1 plane: 40 contacts and
+    # 128 rows cover what `scripts/bench_quadruped.py --check-buffers` saw with margin.
+    sim=dataclasses.replace(GO1_ENV.sim, nconmax=40, njmax=128),
+)
+
+VELOCITY_ROUGH = Task(
+    name="Mjrl-Velocity-Rough-Quadruped",
+    env_cfg=GO1_ROUGH_ENV,
     agent_cfg=AGENT,
     build=build,
     play_metrics=play_metrics,

@@ -2,7 +2,8 @@
 swing timers, heights, speeds) and the rewards and evaluation figures built on them.
 
 They read the robot's feet through `env.robot` (resolved from `RobotConfig.foot_geoms`), so
-they hold for any legged robot with spherical feet.
+they hold for any legged robot with spherical feet, and heights above the terrain under them
+(`env.terrain`), so they hold on any ground.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import dataclasses
 import torch
 
 from mjrl.envs import VecEnv
-from mjrl.envs.terms import UniformRanges, base_ang_vel, base_lin_vel
+from mjrl.envs.terms import UniformRanges, base_ang_vel, base_lin_vel, base_position
 
 COMMAND = "base_velocity"
 """Name of the velocity command: (forward m/s, lateral m/s, yaw rad/s) in the base frame."""
@@ -56,7 +57,7 @@ class FeetState:
         self.contacts = torch.zeros(n, feet, dtype=torch.bool, device=dev)
         """Which feet touch the ground."""
         self.height = torch.zeros(n, feet, device=dev)
-        """Height of the bottom of each foot above the (flat) ground (m)."""
+        """Height of the bottom of each foot above the terrain right under it (m)."""
         self.speed = torch.zeros(n, feet, device=dev)
         """Horizontal speed of each foot over the last env step (m/s); 0 on an episode's first step."""
         self.air_time = torch.zeros(n, feet, device=dev)
@@ -74,6 +75,8 @@ class FeetState:
         speed = torch.linalg.vector_norm(position[..., :2] - self.last_position[..., :2], dim=-1) / env.step_dt
         self.speed = speed * (env.episode_length > 1).unsqueeze(1)
         self.height = position[..., 2] - env.robot.foot_radius
+        if env.terrain is not None:
+            self.height = self.height - env.terrain.height_at(position[..., :2])
         self.last_position.copy_(position)
         # A foot counts as touching if it touches now or touched at the last step (filters
         # contact flicker).
@@ -133,6 +136,21 @@ def feet_clearance(env: VecEnv, height: float) -> torch.Tensor:
     return torch.sum((state.height - height).abs() * state.speed, dim=1) * env.cached(is_moving_command)
 
 
+# ------------------------------------------------------------------------------- curriculum
+
+
+def terrain_curriculum(env: VecEnv, ended: torch.Tensor) -> None:
+    """Episode-end event: judge each finished episode by how far the robot got from its patch's
+    centre against the distance its command asked for over a whole episode (the command at the
+    end, as legged_gym), and move the env up or down a row (`TerrainState.end_episodes`).
+    Episodes that began at a random point of their length are not judged."""
+    terrain = env.terrain
+    distance = torch.linalg.vector_norm(base_position(env)[:, :2] - terrain.patch_center()[:, :2], dim=1)
+    episode_s = env.max_episode_length * env.step_dt
+    commanded = torch.linalg.vector_norm(velocity_command(env)[:, :2], dim=1) * episode_s
+    terrain.end_episodes(ended & env.whole_episode, distance, commanded)
+
+
 # ------------------------------------------------------------------------------- evaluation
 
 
@@ -146,7 +164,10 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
       - "yaw_rate_error": |command_yaw - w_z| (rad/s);
       - "foot_contact_fraction": the share of feet on the ground;
       - "swing_time_total" and "swing_time_count": the summed swing times of the feet that
-        touched down this step, and their number (their ratio is the mean swing time).
+        touched down this step, and their number (their ratio is the mean swing time);
+      - on a terrain grid, per episode that ended this step: "travel_distance_total" (how far it
+        ended from its patch's centre, m) and "success_total" (1 when that is at least half a
+        patch and the episode was not terminated), each with its "_count" of episodes.
     These are instantaneous values; the caller averages them over steps and envs. For envs that
     just finished, they describe the first state of the new episode (as `obs` does).
     """
@@ -155,10 +176,21 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
     yaw = (cmd[:, 2] - base_ang_vel(env)[:, 2]).abs()
     state = feet(env)
     landing = state.landing_air_time
-    return {
+    figures = {
         "lin_vel_error": lin,
         "yaw_rate_error": yaw,
         "foot_contact_fraction": state.contacts.float().mean(dim=1),
         "swing_time_total": landing.sum(dim=1),
         "swing_time_count": (landing > 0).sum(dim=1).float(),
     }
+    if env.terrain is not None:
+        ended = (env.episode_length == 0).float()  # reset this step
+        distance = env.terrain.last_distance
+        success = (distance >= env.terrain.cfg.patch_size / 2) & ~env.terminated
+        figures |= {
+            "travel_distance_total": distance * ended,
+            "travel_distance_count": ended,
+            "success_total": success.float() * ended,
+            "success_count": ended,
+        }
+    return figures

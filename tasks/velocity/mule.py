@@ -8,7 +8,7 @@ from pathlib import Path
 from mjrl.envs import Task
 from mjrl.envs.robot import RobotConfig
 from mjrl.tasks.velocity import build, play_metrics
-from mjrl.tasks.velocity.config import AGENT, RandomizationConfig, RewardConfig, VelocityEnvConfig
+from mjrl.tasks.velocity.config import AGENT, ROUGH, RandomizationConfig, RewardConfig, VelocityEnvConfig
 
 LEGS = ("LF", "RF", "LH", "RH")
 
@@ -17,7 +17,6 @@ MULE = RobotConfig(
     base_body="base",
     joints=tuple(f"{leg}_{joint}" for leg in LEGS for joint in ("HAA", "HFE", "KFE")),
     home_keyframe="stand",
-    floor_geom="ground",
     foot_geoms=tuple(f"{leg}_foot_geom" for leg in LEGS),
     fatal_contact_geoms=("base_box", *(f"{leg}_thigh_geom" for leg in LEGS)),
     undesired_contact_geoms=("base_box", *(f"{leg}_{part}_geom" for part in ("thigh", "shank") for leg in LEGS)),
@@ -42,6 +41,17 @@ MULE_AGENT = dataclasses.replace(AGENT, entropy_coef=0.0025)
 VELOCITY_FLAT_MULE = Task(
     name="Mjrl-Velocity-Flat-Mule",
     env_cfg=MULE_ENV,
+    agent_cfg=MULE_AGENT,
+    build=build,
+    play_metrics=play_metrics,
+)
+
+# The same terrain as the Go1's, by config alone.
+MULE_ROUGH_ENV = dataclasses.replace(MULE_ENV, **ROUGH, sim=dataclasses.replace(MULE_ENV.sim, nconmax=40, njmax=128))
+
+VELOCITY_ROUGH_MULE = Task(
+    name="Mjrl-Velocity-Rough-Mule",
+    env_cfg=MULE_ROUGH_ENV,
     agent_cfg=MULE_AGENT,
     build=build,
     play_metrics=play_metrics,

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from mjrl.envs.robot import Robot
-from mjrl.envs.spec import EnvConfig, TaskSpec, load_model
+from mjrl.envs.spec import EnvConfig, TaskSpec
+from mjrl.envs.terrain import TerrainState
 from mjrl.sim import Simulation
 
 Obs = dict[str, torch.Tensor]
@@ -33,11 +34,16 @@ class VecEnv:
         self.task = task
         self.num_envs = cfg.num_envs
         self.device = device
-        self.sim = Simulation(load_model(task.model_xml), cfg.num_envs, str(device), cfg.sim)
+        model, grid = task.scene.build()
+        self.sim = Simulation(model, cfg.num_envs, str(device), cfg.sim)
         self.step_dt = self.sim.dt
         self.max_episode_length = max(1, math.ceil(cfg.episode_length_s / self.step_dt))
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
+        self.terrain = (
+            None if grid is None else TerrainState(task.scene.terrain, grid, cfg.num_envs, device, self.generator)
+        )
+        """The generated terrain grid and each env's patch on it; None on flat ground."""
 
         n, nu = self.num_envs, self.sim.mj_model.nu
         self.robot = Robot.resolve(self.sim.mj_model, task.robot, device) if task.robot else None
@@ -78,6 +84,7 @@ class VecEnv:
         self.obs_dims = {}
         self._memo: dict[Callable, torch.Tensor] | None = None
         self._actor_noise_std: torch.Tensor | None = None
+        self._episode_end_events = [ev for ev in task.events.values() if ev.mode == "episode_end"]
         weights = [term.weight for term in task.rewards.values()]
         self._reward_weights = torch.tensor(weights, device=device).unsqueeze(1)
 
@@ -86,8 +93,9 @@ class VecEnv:
             if ev.mode == "startup":
                 ev.func(self, everything)
         self._reset_envs(everything)
-        # Episodes that began at a random point are not counted in the episode statistics.
-        self._whole_episode = torch.full((n,), not cfg.random_initial_episode_length, device=device)
+        self.whole_episode = torch.full((n,), not cfg.random_initial_episode_length, device=device)
+        """Which envs run an episode that began at a reset, not at a random point of its length:
+        only those count in the episode statistics (and in a curriculum's judgement)."""
         if cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
         self.after_physics()
@@ -133,9 +141,11 @@ class VecEnv:
 
         done = terminated | truncated
         self.episode_return += reward
-        self._record_finished_episodes(done & self._whole_episode)
+        self._record_finished_episodes(done & self.whole_episode)
+        for ev in self._episode_end_events:
+            ev.func(self, done)
         self._reset_envs(done)
-        self._whole_episode |= done
+        self.whole_episode |= done
         with self._one_state():
             self.obs = self.compute_obs()
         return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
@@ -308,6 +318,11 @@ class VecEnv:
             stat.zero_()
         self._steps_since_pop = 0
         return out
+
+    def gauges(self) -> dict[str, torch.Tensor]:
+        """Figures the task reports as means, `name -> [sum, count]` (float64) since the last
+        call, so that ranks pool them by summing: the terrain curriculum's rows, for instance."""
+        return self.terrain.gauges() if self.terrain is not None else {}
 
     def term_names(self) -> list[str]:
         return [f"reward/{k}" for k in self.task.rewards] + [f"termination/{k}" for k in self.task.terminations]

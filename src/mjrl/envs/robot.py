@@ -9,11 +9,13 @@ model once, checks them, and keeps what the terms read every step as device tens
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import mujoco
 import torch
 
 from mjrl.errors import UsageError
+from mjrl.sim import TERRAIN_GEOM
 
 Index = slice | torch.Tensor
 """Columns of a batched state tensor: a slice when they are contiguous (a view, no copy), else a
@@ -25,21 +27,23 @@ class RobotConfig:
     """A floating-base robot: its MJCF file and the names of the parts the terms read."""
 
     mjcf: str
-    """Path of the robot's MJCF (with the floor). Actuator k must drive the k-th joint of `joints`."""
+    """Path of the robot's MJCF, without a floor (the task composes the terrain in). Actuator k
+    must drive the k-th joint of `joints`."""
     base_body: str = "trunk"
     """The body of the free joint: its velocity and orientation are the base's."""
     joints: tuple[str, ...] = ()
     """Actuated joints in action order; empty: the joints the actuators drive, in actuator order."""
     home_keyframe: str = "home"
     """Keyframe of the standing pose: resets start from it and actions are offsets from it."""
-    floor_geom: str = "floor"
-    """The ground plane."""
     foot_geoms: tuple[str, ...] = ()
     """Geoms of the feet (spheres): their contacts, heights and speeds drive the gait terms."""
     fatal_contact_geoms: tuple[str, ...] = ()
     """Geoms whose ground contact ends the episode (e.g. base and thighs)."""
     undesired_contact_geoms: tuple[str, ...] = ()
     """Geoms whose ground contact is penalised (e.g. every colliding part but the feet)."""
+
+    # The floor left the robots' files with issue 22; older runs' config.yaml still name it.
+    retired: ClassVar[tuple[str, ...]] = ("floor_geom",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +65,8 @@ class Robot:
     """(joints,) the home keyframe's joint positions, in action order."""
     joint_lower: torch.Tensor
     joint_upper: torch.Tensor
-    floor_geom: int
+    ground_geom: int
+    """The terrain's geom (composed into the scene)."""
     foot_geoms: torch.Tensor
     foot_radius: float
     fatal_geoms: torch.Tensor
@@ -96,7 +101,7 @@ class Robot:
             home_joint_pos=home_qpos[qpos_index],
             joint_lower=torch.tensor(model.jnt_range[joints, 0], dtype=torch.float32, device=device),
             joint_upper=torch.tensor(model.jnt_range[joints, 1], dtype=torch.float32, device=device),
-            floor_geom=_id(model, mujoco.mjtObj.mjOBJ_GEOM, cfg.floor_geom, "floor_geom"),
+            ground_geom=_id(model, mujoco.mjtObj.mjOBJ_GEOM, TERRAIN_GEOM, "the scene's terrain"),
             foot_geoms=torch.tensor(feet, dtype=torch.long, device=device),
             foot_radius=float(model.geom_size[feet[0], 0]) if feet else 0.0,
             fatal_geoms=geoms(cfg.fatal_contact_geoms, "fatal_contact_geoms"),

@@ -1,8 +1,8 @@
 """What a task is made of: its config, its terms and the `TaskSpec` that gathers them.
 
-A task is an MJCF file plus dictionaries of small functions (observation, reward, termination,
-event and command terms) over the env's batched torch tensors; `VecEnv` (`mjrl.envs.env`) steps
-the simulation and evaluates them.
+A task is a scene (an MJCF file, and for legged robots a terrain composed in) plus dictionaries
+of small functions (observation, reward, termination, event and command terms) over the env's
+batched torch tensors; `VecEnv` (`mjrl.envs.env`) steps the simulation and evaluates them.
 """
 
 from __future__ import annotations
@@ -10,15 +10,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
-import mujoco
 import torch
 
 from mjrl.envs.robot import Robot, RobotConfig
-from mjrl.errors import UsageError
-from mjrl.sim import SimConfig
+from mjrl.sim import Scene, SimConfig
 
 if TYPE_CHECKING:
     from mjrl.envs.env import VecEnv
@@ -80,9 +77,11 @@ class TerminationTerm:
 class EventTerm:
     func: Callable[[VecEnv, torch.Tensor], None]
     """Called with the env and a (num_envs,) bool mask of the envs it applies to."""
-    mode: Literal["startup", "reset", "interval"] = "reset"
+    mode: Literal["startup", "reset", "interval", "episode_end"] = "reset"
     """startup: once for all envs; reset: on the envs being reset; interval: every
-    `interval_s` seconds (drawn uniformly from the range) per env."""
+    `interval_s` seconds (drawn uniformly from the range) per env; episode_end: on the envs whose
+    episode ended this step, before the reset wipes their state (a curriculum judges the
+    episode here). Envs reset by `VecEnv.reset()` did not end an episode."""
     interval_s: tuple[float, float] = (0.0, 0.0)
 
 
@@ -114,7 +113,8 @@ class StepState(Protocol):
 class TaskSpec:
     """Everything that makes a task: its model and its terms."""
 
-    model_xml: Path
+    scene: Scene
+    """The MJCF, with a terrain composed in for legged robots."""
     observations: dict[str, dict[str, ObsTerm]]
     """Observation groups: "actor" and "critic" (privileged state may go to the critic only)."""
     rewards: dict[str, RewardTerm]
@@ -133,18 +133,10 @@ class TaskSpec:
     """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
 
 
-def load_model(path: Path) -> mujoco.MjModel:
-    """Compile an MJCF; a file that does not compile is the user's to fix (a UsageError)."""
-    try:
-        return mujoco.MjModel.from_xml_path(str(path))
-    except ValueError as exc:
-        message = " ".join(str(exc).split())
-        raise UsageError(f"cannot load the MJCF {path}: {message}") from None
-
-
 def check_task_spec(spec: TaskSpec) -> None:
-    """Compile the task's model and resolve its robot's names on the host (milliseconds), so a
-    wrong file or name is a usage error before a run directory is made or kernels compile."""
-    model = load_model(spec.model_xml)
+    """Compile the task's scene and resolve its robot's names on the host (a fraction of a
+    second), so a wrong file, name or terrain setting is a usage error before a run directory is
+    made or kernels compile."""
+    model, _ = spec.scene.build()
     if spec.robot is not None:
         Robot.resolve(model, spec.robot, torch.device("cpu"))

@@ -99,10 +99,19 @@ def projected_gravity(env: VecEnv) -> torch.Tensor:
     return -env.cached(base_rotation_transposed)[:, :, 2]
 
 
+def base_position(env: VecEnv) -> torch.Tensor:
+    """(n, 3) the base's position in the world."""
+    start = env.robot.base_qpos
+    return env.sim.qpos[:, start : start + 3]
+
+
 def base_height(env: VecEnv) -> torch.Tensor:
-    """Base height above the (flat) ground."""
+    """Base height above the terrain right under it."""
     z = env.robot.base_qpos + 2
-    return env.sim.qpos[:, z : z + 1]
+    height = env.sim.qpos[:, z : z + 1]
+    if env.terrain is None:  # flat ground at z = 0
+        return height
+    return height - env.terrain.height_at(base_position(env)[:, :2]).unsqueeze(1)
 
 
 def joint_pos_rel(env: VecEnv) -> torch.Tensor:
@@ -126,8 +135,44 @@ def command(env: VecEnv, name: str) -> torch.Tensor:
 
 def ground_friction(env: VecEnv) -> torch.Tensor:
     """Privileged: this env's sliding friction of the ground."""
-    floor = env.robot.floor_geom
-    return env.sim.model_field("geom_friction")[:, floor, 0:1]
+    ground = env.robot.ground_geom
+    return env.sim.model_field("geom_friction")[:, ground, 0:1]
+
+
+@dataclasses.dataclass(eq=False)  # hashed by identity: `env.cached` keys on it
+class HeightScan:
+    """Terrain heights on a grid of points around the base that turns with its heading (not its
+    roll or pitch), as the base's height above each point, clipped to +-`clip`: (n, points).
+    Points run along x first (forward), then y (left). On flat ground it reads the base height
+    at every point."""
+
+    size: tuple[float, float]
+    """Extent of the grid along the heading and across it (m)."""
+    resolution: float
+    """Spacing of the points (m)."""
+    clip: float = 1.0
+    _offsets: torch.Tensor | None = None
+
+    def __call__(self, env: VecEnv) -> torch.Tensor:
+        if self._offsets is None:
+            self._offsets = scan_offsets(self.size, self.resolution, env.device)
+        position = base_position(env)
+        # The heading's direction: the base's x axis in the world (a row of R^T), made horizontal.
+        forward = env.cached(base_rotation_transposed)[:, 0, :2]
+        forward = forward / torch.linalg.vector_norm(forward, dim=1, keepdim=True).clamp(min=1e-6)
+        cos, sin = forward[:, 0:1], forward[:, 1:2]
+        x, y = self._offsets[:, 0], self._offsets[:, 1]
+        points = torch.stack([cos * x - sin * y, sin * x + cos * y], dim=-1) + position[:, None, :2]
+        ground = env.terrain.height_at(points) if env.terrain is not None else torch.zeros_like(points[..., 0])
+        return (position[:, 2:3] - ground).clamp(-self.clip, self.clip)
+
+
+def scan_offsets(size: tuple[float, float], resolution: float, device: torch.device) -> torch.Tensor:
+    """(points, 2) offsets of a centred grid of `size` at `resolution`, x varying fastest."""
+    xs = torch.arange(round(size[0] / resolution) + 1, device=device) * resolution - size[0] / 2
+    ys = torch.arange(round(size[1] / resolution) + 1, device=device) * resolution - size[1] / 2
+    grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
+    return torch.stack([grid_x.flatten(), grid_y.flatten()], dim=1)
 
 
 def base_mass_offset(env: VecEnv) -> torch.Tensor:
@@ -187,6 +232,16 @@ def illegal_contact(env: VecEnv) -> torch.Tensor:
     return env.contacts.index_select(1, env.robot.fatal_geoms).any(dim=1)
 
 
+def out_of_bounds(env: VecEnv, margin: float) -> torch.Tensor:
+    """The base is within `margin` of the terrain grid's edge (a time-out: the robot did nothing
+    wrong, the world ends there). Never on flat ground."""
+    if env.terrain is None:
+        return torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+    low, high = env.terrain.inner_bounds(margin)
+    xy = base_position(env)[:, :2]
+    return ((xy < low) | (xy > high)).any(dim=1)
+
+
 def bad_orientation(env: VecEnv, max_tilt: float) -> torch.Tensor:
     """The base's up axis is tilted more than `max_tilt` from vertical (or upside down)."""
     return env.cached(projected_gravity)[:, 2] > -math.cos(max_tilt)
@@ -224,6 +279,8 @@ class ResetToHome:
         offsets = torch.zeros_like(env.sim.qpos).index_copy_(1, plan.qpos_columns, values)
         qpos = torch.clamp(plan.home_qpos + offsets, plan.qpos_lower, plan.qpos_upper)
         qvel = torch.zeros_like(env.sim.qvel).index_copy_(1, plan.base_vel_columns, draw[:, 1 + joints :])
+        if env.terrain is not None:
+            qpos[:, plan.base_position] += spawn_offset(env)
         masked_write(mask, qpos, env.sim.qpos)
         masked_write(mask, qvel, env.sim.qvel)
 
@@ -241,6 +298,8 @@ class _ResetPlan:
     qpos_upper: torch.Tensor
     """Joint ranges in qpos layout (unbounded for the other coordinates)."""
     base_vel_columns: torch.Tensor
+    base_position: slice
+    """The free joint's x, y, z in qpos."""
 
     @staticmethod
     def build(env: VecEnv, joint_pos_noise: float, base_vel_noise: float) -> _ResetPlan:
@@ -259,7 +318,17 @@ class _ResetPlan:
             qpos_lower=lower,
             qpos_upper=upper,
             base_vel_columns=torch.arange(robot.base_dof, robot.base_dof + 6, device=device),
+            base_position=slice(robot.base_qpos, robot.base_qpos + 3),
         )
+
+
+def spawn_offset(env: VecEnv) -> torch.Tensor:
+    """(n, 3) where each env's robot starts on the terrain, relative to its home position: its
+    patch's centre, jittered by up to `spawn_jitter` in x and y, raised to the platform's height."""
+    terrain = env.terrain
+    center = terrain.patch_center()
+    jitter = uniform(env, -terrain.cfg.spawn_jitter, terrain.cfg.spawn_jitter, 2)
+    return torch.cat([center[:, :2] + jitter, center[:, 2:3]], dim=1)
 
 
 def randomize_friction_and_mass(

@@ -131,15 +131,18 @@ def _flattened(cfg: Any) -> tuple[str, ...]:
 def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
     """Return `cfg` with the (possibly partial, nested) `values` applied; unknown keys are errors.
     Keys of a `flattened` nested config may stand at this level (as `to_dict` writes them), and a
-    config's `renamed` (old name -> field) lets the config.yaml of older runs load."""
+    config's `renamed` (old name -> field) and `retired` (old names, ignored) let the config.yaml
+    of older runs load."""
     hints = typing.get_type_hints(type(cfg))
     fields = {f.name: f for f in dataclasses.fields(cfg)}
     changes = {}
     values = _nest_flattened(cfg, values)
-    renamed = getattr(type(cfg), "renamed", {})
+    renamed, retired = getattr(type(cfg), "renamed", {}), getattr(type(cfg), "retired", ())
     for key, value in values.items():
         name = key.replace("-", "_")
         name = renamed.get(name, name)  # a key of an older run's config.yaml
+        if name in retired:
+            continue
         if name not in fields:
             raise UsageError(f"unknown config key '{where}{key}'; valid keys: {', '.join(fields)}")
         current = getattr(cfg, name)

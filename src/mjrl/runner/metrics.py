@@ -17,6 +17,8 @@ EPISODE_STATISTICS = ("episode_return_sum", "episode_length_sum", "episodes")
 """The order of `VecEnv.episode_stats()`."""
 STEP_COUNTS = ("nonfinite_resets", "reward_steps")
 """What `VecEnv.pop_term_stats()` returns after the term sums, in its order."""
+GAUGE_PARTS = (":sum", ":count")
+"""Suffixes of a gauge's sum and count (`VecEnv.gauges()`) in the pooled statistics."""
 
 
 def env_statistics(env: VecEnv) -> dict[str, torch.Tensor]:
@@ -24,7 +26,12 @@ def env_statistics(env: VecEnv) -> dict[str, torch.Tensor]:
     The one place that reads the layout of the env's statistics vectors."""
     episodes = dict(zip(EPISODE_STATISTICS, env.episode_stats().unbind(), strict=True))
     terms = dict(zip([*env.term_names(), *STEP_COUNTS], env.pop_term_stats().unbind(), strict=True))
-    return {**episodes, **terms}
+    gauges = {
+        f"{name}{part}": value
+        for name, pair in env.gauges().items()
+        for part, value in zip(GAUGE_PARTS, pair, strict=True)
+    }
+    return {**episodes, **terms, **gauges}
 
 
 def pack_iteration(
@@ -45,6 +52,16 @@ def episode_metrics(totals: Mapping[str, float]) -> dict[str, float]:
     return {
         "mean_episode_return": totals["episode_return_sum"] / count if count else float("nan"),
         "mean_episode_length": totals["episode_length_sum"] / count if count else float("nan"),
+    }
+
+
+def gauge_metrics(totals: Mapping[str, float]) -> dict[str, float]:
+    """Each gauge's mean over every rank: its pooled sum over its pooled count (NaN: none counted)."""
+    sum_suffix, count_suffix = GAUGE_PARTS
+    names = [key[: -len(sum_suffix)] for key in totals if key.endswith(sum_suffix)]
+    return {
+        name: totals[name + sum_suffix] / totals[name + count_suffix] if totals[name + count_suffix] else float("nan")
+        for name in names
     }
 
 

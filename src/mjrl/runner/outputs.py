@@ -62,7 +62,7 @@ class RunOutputs:
         if cfg.video_interval > 0:
             self.clips = ClipRecorder(
                 pick_gl_backend(),
-                env.task.model_xml,
+                env.task.scene,
                 max(1, round(cfg.video_seconds / env.step_dt)),
                 env.sim.qpos.shape[1],
                 1.0 / env.step_dt,

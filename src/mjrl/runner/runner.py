@@ -28,7 +28,7 @@ from mjrl.runner.config import TrainConfig, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.export import default_output, export_policy
 from mjrl.runner.faults import Fault, nan_actions
-from mjrl.runner.metrics import episode_metrics, pack_iteration, term_metrics
+from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
 from mjrl.runner.outputs import RunOutputs
 from mjrl.runner.start import (
     agree_on_run,
@@ -220,6 +220,7 @@ class Runner:
             "learning_rate": self.ppo.learning_rate,
             "action_std": self.ppo.policy.log_std.exp().mean().item(),
             **term_metrics(totals, env.term_names()),
+            **gauge_metrics(totals),
         }
         return metrics, int(totals["stop_signal"])
 

@@ -15,10 +15,13 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:  # importing MuJoCo here would fix its GL backend in the training process
+    from mjrl.sim.scene import Scene
 
 WIDTH, HEIGHT = 320, 240
 """Frame size: small enough to draw at about 10 frames/s on one CPU core with Mesa."""
@@ -63,27 +66,23 @@ def write_gif(frames: list[np.ndarray], path: Path, fps: float) -> None:
     images[0].save(path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
 
 
-def render_clip(
-    backend: str,
-    xml: str,
-    qpos: np.ndarray,
-    state_fps: float,
-    fps: float,
-    out: str,
-    niceness: int = 0,
-    gif: bool = False,
-) -> int:
-    """Entry point of the drawing process: frames of the states `qpos` (T, nq), recorded at
-    `state_fps`, into an mp4 at `fps` (and a GIF beside it with `gif`). Returns the number of
-    frames."""
-    if niceness:
-        os.nice(niceness)
-    os.environ["MUJOCO_GL"] = backend  # before MuJoCo is imported in this process
+def start_drawing_process(backend: str, idle: bool = False) -> None:
+    """Initializer of the drawing process: its GL backend, set before MuJoCo is first imported
+    there (unpickling a clip's `Scene` imports it), and with `idle` the lowest CPU priority."""
+    os.environ["MUJOCO_GL"] = backend
     os.environ.pop("PYOPENGL_PLATFORM", None)
+    if idle:
+        lowest_priority()
+
+
+def render_clip(scene: Scene, qpos: np.ndarray, state_fps: float, fps: float, out: str, gif: bool = False) -> int:
+    """Entry point of the drawing process (`start_drawing_process` ran first): frames of the
+    states `qpos` (T, nq), recorded at `state_fps`, into an mp4 at `fps` (and a GIF beside it
+    with `gif`). Returns the number of frames."""
     from mjrl.sim.render import FrameRenderer
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    renderer = FrameRenderer(Path(xml), WIDTH, HEIGHT)
+    renderer = FrameRenderer(scene, WIDTH, HEIGHT)
     try:
         frames = [renderer.render(qpos[i]) for i in frame_indices(len(qpos), state_fps, fps)]
         if gif:
@@ -93,10 +92,10 @@ def render_clip(
         renderer.close()
 
 
-def render_in_subprocess(backend: str, xml: Path, qpos: np.ndarray, state_fps: float, fps: float, out: Path) -> int:
+def render_in_subprocess(backend: str, scene: Scene, qpos: np.ndarray, state_fps: float, fps: float, out: Path) -> int:
     """`render_clip` in a spawned process, waited for (what `play --video` does)."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(render_clip, (backend, str(xml), qpos, state_fps, fps, str(out)))
+    with multiprocessing.get_context("spawn").Pool(1, initializer=start_drawing_process, initargs=(backend,)) as pool:
+        return pool.apply(render_clip, (scene, qpos, state_fps, fps, str(out)))
 
 
 @torch.no_grad()
@@ -127,14 +126,18 @@ class ClipRecorder:
     handed to a spawned drawing process at the lowest priority. The runner asks for finished
     clips once per iteration and logs them."""
 
-    def __init__(self, backend: str, xml: Path, steps: int, nq: int, state_fps: float, folder: Path, device, gif: bool):
-        self.backend, self.xml, self.state_fps, self.folder, self.gif = backend, xml, state_fps, folder, gif
+    def __init__(
+        self, backend: str, scene: Scene, steps: int, nq: int, state_fps: float, folder: Path, device, gif: bool
+    ):
+        self.scene, self.state_fps, self.folder, self.gif = scene, state_fps, folder, gif
         self.states = torch.empty(steps, nq, device=device)
         self.filled = -1  # -1: not recording
         self.iteration = 0
         # Lowest priority from the start (its imports included): on a machine whose cores the
         # training fills, the drawing process runs on idle time only.
-        self.pool = multiprocessing.get_context("spawn").Pool(1, initializer=lowest_priority)
+        self.pool = multiprocessing.get_context("spawn").Pool(
+            1, initializer=start_drawing_process, initargs=(backend, True)
+        )
         self.pending: list[tuple[int, Path, Any]] = []
 
     @property
@@ -151,8 +154,8 @@ class ClipRecorder:
         self.filled += 1
         if self.filled == len(self.states):
             out = self.folder / f"iteration_{self.iteration:06d}.mp4"
-            args = (self.backend, str(self.xml), self.states.cpu().numpy(), self.state_fps, self.state_fps, str(out))
-            self.pending.append((self.iteration, out, self.pool.apply_async(render_clip, (*args, 0, self.gif))))
+            args = (self.scene, self.states.cpu().numpy(), self.state_fps, self.state_fps, str(out), self.gif)
+            self.pending.append((self.iteration, out, self.pool.apply_async(render_clip, args)))
             self.filled = -1
 
     def finished(self) -> list[tuple[int, Path]]:

@@ -1,5 +1,17 @@
-"""Simulation layer: MuJoCo-Warp model and data for a batch of worlds on one device."""
+"""Simulation layer: MuJoCo-Warp model and data for a batch of worlds on one device, and the
+scenes and terrains they are compiled from."""
 
+from mjrl.sim.scene import TERRAIN_GEOM, Scene
 from mjrl.sim.simulation import SimConfig, Simulation
+from mjrl.sim.terrain import TERRAIN_TYPES, TerrainConfig, TerrainGrid, generate_terrain
 
-__all__ = ["SimConfig", "Simulation"]
+__all__ = [
+    "TERRAIN_GEOM",
+    "TERRAIN_TYPES",
+    "Scene",
+    "SimConfig",
+    "Simulation",
+    "TerrainConfig",
+    "TerrainGrid",
+    "generate_terrain",
+]

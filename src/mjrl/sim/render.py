@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import mujoco
 import numpy as np
 
 from mjrl.errors import UsageError
+from mjrl.sim.scene import Scene
 
 HEADLESS_BACKENDS = ("egl", "osmesa")
 _PROBE = (
@@ -46,10 +46,10 @@ def pick_gl_backend() -> str:
     )
 
 
-def visual_model(xml: Path) -> mujoco.MjModel:
-    """The task's model with a checkered floor, a sky and a brighter headlight: a plain floor
+def visual_model(scene: Scene) -> mujoco.MjModel:
+    """The task's scene with a checkered ground, a sky and a brighter headlight: a plain floor
     hides how fast a followed robot moves. Only the picture changes; physics is not run here."""
-    spec = mujoco.MjSpec.from_file(str(xml))
+    spec, _ = scene.spec()
     spec.add_texture(
         name="mjrl_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
         rgb1=[0.55, 0.7, 0.85], rgb2=[0.1, 0.15, 0.2], width=256, height=256,
@@ -61,7 +61,7 @@ def visual_model(xml: Path) -> mujoco.MjModel:
     grid = spec.add_material(name="mjrl_grid", texrepeat=[2, 2], texuniform=True)
     grid.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "mjrl_grid"
     for geom in spec.geoms:
-        if geom.type == mujoco.mjtGeom.mjGEOM_PLANE:
+        if geom.type in (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_HFIELD):
             geom.material, geom.rgba = "mjrl_grid", [1, 1, 1, 1]
     spec.visual.headlight.ambient = [0.35, 0.35, 0.35]
     spec.visual.headlight.diffuse = [0.6, 0.6, 0.6]
@@ -90,8 +90,8 @@ def make_camera(m: mujoco.MjModel, data: mujoco.MjData) -> mujoco.MjvCamera:
 class FrameRenderer:
     """Draws a model at given joint positions, seen by `make_camera`'s camera."""
 
-    def __init__(self, xml: Path, width: int, height: int):
-        self.model = visual_model(xml)
+    def __init__(self, scene: Scene, width: int, height: int):
+        self.model = visual_model(scene)
         self.data = mujoco.MjData(self.model)
         self.renderer = mujoco.Renderer(self.model, height, width)
         self.camera = make_camera(self.model, self.data)

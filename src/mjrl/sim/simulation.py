@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from pathlib import Path
 from typing import ClassVar
 
 import mujoco
@@ -144,10 +143,6 @@ class Simulation:
         if self.wp_device.is_cuda:
             # Set-up ran on Warp's own stream; from here on Warp runs on torch's current one.
             wp.synchronize_device(self.wp_device)
-
-    @classmethod
-    def from_xml(cls, path: str | Path, num_worlds: int, device: str, cfg: SimConfig) -> Simulation:
-        return cls(mujoco.MjModel.from_xml_path(str(path)), num_worlds, device, cfg)
 
     def _graph_choice(self) -> GraphChoice:
         if not self.wp_device.is_cuda:

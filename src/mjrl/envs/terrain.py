@@ -1,0 +1,113 @@
+"""The terrain as the env sees it: heights on the device, each env's patch, and the curriculum
+that moves envs between rows of difficulty.
+
+`TerrainState.height_at` interpolates the heightfield exactly as MuJoCo triangulates it, so
+heights read here (the height scan, foot clearance, spawn points) are those the physics
+collides with. Nothing here synchronises with the host.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mjrl.sim.terrain import TerrainConfig, TerrainGrid
+
+
+class TerrainState:
+    """A generated grid on `device`, and per env: its row (difficulty), column (type) and the
+    centre of that patch. Rows change at episode ends (`end_episodes`), unless fixed by
+    `spawn_row`."""
+
+    def __init__(
+        self, cfg: TerrainConfig, grid: TerrainGrid, num_envs: int, device: torch.device, generator: torch.Generator
+    ):
+        self.cfg = cfg
+        self.grid = grid
+        self.device = device
+        self.heights = torch.as_tensor(grid.heights, device=device).flatten()
+        self.shape = grid.heights.shape
+        self.origin = torch.tensor(grid.origin, device=device)
+        self.centers = torch.as_tensor(grid.patch_centers, dtype=torch.float32, device=device)
+        self.rows = grid.patch_centers.shape[0]
+        self.type_names = tuple(dict.fromkeys(grid.column_types))
+        self.column_type = torch.tensor([self.type_names.index(t) for t in grid.column_types], device=device)
+        # Envs are spread over the columns (of one type, with `spawn_type`), round robin.
+        allowed = [c for c, t in enumerate(grid.column_types) if not cfg.spawn_type or t == cfg.spawn_type]
+        self.column = torch.tensor(allowed, device=device)[torch.arange(num_envs, device=device) % len(allowed)]
+        if cfg.spawn_row >= 0:
+            self.level = torch.full((num_envs,), cfg.spawn_row, dtype=torch.long, device=device)
+        else:
+            top = min(cfg.max_initial_row, self.rows - 1)
+            self.level = torch.randint(0, top + 1, (num_envs,), device=device, generator=generator)
+        self.generator = generator
+        self.last_distance = torch.zeros(num_envs, device=device)
+        """How far (m) each env's last finished episode ended from its patch's centre."""
+        self._ended = torch.zeros(len(self.type_names), dtype=torch.float64, device=device)
+        self._off_top = torch.zeros(len(self.type_names), dtype=torch.float64, device=device)
+
+    @property
+    def curriculum(self) -> bool:
+        return self.cfg.curriculum and self.cfg.spawn_row < 0
+
+    def patch_center(self) -> torch.Tensor:
+        """(num_envs, 3): the centre of each env's patch, z its platform's height."""
+        return self.centers[self.level, self.column]
+
+    def height_at(self, xy: torch.Tensor) -> torch.Tensor:
+        """Terrain height (m) under world points `xy` (..., 2), as MuJoCo triangulates the
+        heightfield: each cell is split along its diagonal from (x0, y0) to (x1, y1). Points
+        off the grid take the height of its edge."""
+        nx, ny = self.shape
+        cell = (xy - self.origin) / self.grid.resolution
+        upper = torch.tensor([nx - 1, ny - 1], device=xy.device) - 1e-4
+        cell = torch.minimum(cell.clamp(min=0.0), upper)
+        corner = cell.floor()
+        u, v = (cell - corner).unbind(-1)
+        index = corner[..., 0].long() * ny + corner[..., 1].long()
+        h00, h10 = self.heights[index], self.heights[index + ny]
+        h01, h11 = self.heights[index + 1], self.heights[index + ny + 1]
+        below_diagonal = h00 + u * (h10 - h00) + v * (h11 - h10)
+        above_diagonal = h00 + v * (h01 - h00) + u * (h11 - h01)
+        return torch.where(u > v, below_diagonal, above_diagonal)
+
+    def inner_bounds(self, margin: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lowest and highest x, y at least `margin` inside the grid's edge."""
+        extent = torch.tensor(self.grid.extent, device=self.device)
+        return self.origin + margin, self.origin + extent - margin
+
+    def end_episodes(self, ended: torch.Tensor, distance: torch.Tensor, commanded: torch.Tensor) -> None:
+        """The curriculum, for the envs whose episode `ended`: up a row when they walked from
+        their patch's centre farther than half a patch, down a row when less than half the
+        distance their command asked for; past the top row, a random row."""
+        self.last_distance = torch.where(ended, distance, self.last_distance)
+        if not self.curriculum:
+            return
+        up = ended & (distance > self.cfg.patch_size / 2)
+        down = ended & ~up & (distance < 0.5 * commanded)
+        level = self.level + up.long() - down.long()
+        off_top = level >= self.rows
+        random_row = torch.randint(0, self.rows, level.shape, device=self.device, generator=self.generator)
+        self.level = torch.where(off_top, random_row, level.clamp(min=0))
+        types = self.column_type[self.column]
+        self._ended.index_add_(0, types, ended.double())
+        self._off_top.index_add_(0, types, (ended & off_top).double())
+
+    def gauges(self) -> dict[str, torch.Tensor]:
+        """Since the last call, `name -> [sum, count]` (float64): the mean row over envs, per
+        type, and the share of the episodes finished since then that were promoted off the top row,
+        overall and per type."""
+        level, types = self.level.double(), self.column_type[self.column]
+        count = torch.ones_like(level)
+        per_type_sum = torch.zeros(len(self.type_names), dtype=torch.float64, device=self.device)
+        per_type_count = torch.zeros_like(per_type_sum)
+        per_type_sum.index_add_(0, types, level)
+        per_type_count.index_add_(0, types, count)
+        out = {"terrain/mean_level": torch.stack([level.sum(), count.sum()])}
+        for k, name in enumerate(self.type_names):
+            out[f"terrain/mean_level/{name}"] = torch.stack([per_type_sum[k], per_type_count[k]])
+        out["terrain/promoted_off_top"] = torch.stack([self._off_top.sum(), self._ended.sum()])
+        for k, name in enumerate(self.type_names):
+            out[f"terrain/promoted_off_top/{name}"] = torch.stack([self._off_top[k], self._ended[k]])
+        self._ended.zero_()
+        self._off_top.zero_()
+        return out
