@@ -101,7 +101,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
     commands = cfg.commands
     sample = legged.VelocityCommand(
-        (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction
+        (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction, commands.heading
     )
     terminations = {
         "illegal_contact": TerminationTerm(mdp.illegal_contact),
@@ -118,7 +118,14 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         rewards=_rewards(cfg),
         terminations=terminations,
         events=_events(cfg),
-        commands={COMMAND: CommandTerm(sample, dim=3, resample_interval_s=commands.resample_interval_s)},
+        commands={
+            COMMAND: CommandTerm(
+                sample,
+                dim=sample.dim,
+                resample_interval_s=commands.resample_interval_s,
+                follow=sample.follow_heading if commands.heading else None,
+            )
+        },
         contacts=True,
         action_offset=mdp.home_joint_positions,
         state=legged.FeetState,

@@ -26,6 +26,10 @@ class CommandConfig:
     """Probability that a (re)sampled command is zero: stand still."""
     resample_interval_s: tuple[float, float] = (3.0, 8.0)
     """Commands are resampled after a time drawn uniformly from this range (and at resets)."""
+    heading: bool = False
+    """Command a heading (drawn uniformly) instead of a yaw rate: the yaw-rate command steers
+    towards it, 0.5 rad/s per rad of error within `yaw_rate`, so robots walk straight lines
+    (rough terrain: the curriculum judges how far they get)."""
 
     bounds: ClassVar[dict] = {
         "lin_vel_x": "ordered",
@@ -214,6 +218,11 @@ AGENT = AgentConfig(
     lam=0.95,
 )
 
-ROUGH = {"terrain": TerrainConfig(kind="grid"), "height_scan": HeightScanConfig(enabled=True)}
-"""What turns a flat velocity task into its rough one: a terrain grid with the curriculum, and
-the height scan. Rewards, terminations and PPO settings stay the flat task's."""
+ROUGH = {
+    "terrain": TerrainConfig(kind="grid"),
+    "height_scan": HeightScanConfig(enabled=True),
+    "commands": CommandConfig(heading=True),
+}
+"""What turns a flat velocity task into its rough one: a terrain grid with the curriculum, the
+height scan, and heading commands (straight walks, which the curriculum can judge). Rewards,
+terminations and PPO settings stay the flat task's."""

@@ -228,6 +228,12 @@ class VecEnv:
             self.contacts = self.sim.geom_contacts()
         if self.state is not None:
             self.state.update(self)
+        self._follow_commands()
+
+    def _follow_commands(self) -> None:
+        for term in self.task.commands.values():
+            if term.follow is not None:
+                term.follow(self)
 
     def _run_interval_jobs(self) -> None:
         if not self._interval_jobs:
@@ -242,6 +248,15 @@ class VecEnv:
             torch.rand(self.num_envs, device=self.device, generator=self.generator, out=fresh[row])
         fresh.mul_(self._interval_width).add_(self._interval_low)
         torch.where(due, fresh, self._interval_timers, out=self._interval_timers)
+
+    def _redraw_interval_timers(self, mask: torch.Tensor) -> None:
+        """A reset starts every interval job's timer afresh: a command drawn at the reset then
+        holds for a whole interval, not for what the old episode had left of its timer."""
+        if not self._interval_jobs:
+            return
+        fresh = torch.rand(self._interval_timers.shape, device=self.device, generator=self.generator)
+        fresh = fresh * self._interval_width + self._interval_low
+        torch.where(mask, fresh, self._interval_timers, out=self._interval_timers)
 
     def _resample_command(self, name: str, mask: torch.Tensor) -> None:
         command = self.commands[name]
@@ -262,6 +277,8 @@ class VecEnv:
                 ev.func(self, mask)
         for name in self.commands:
             self._resample_command(name, mask)
+        self._redraw_interval_timers(mask)
+        self._follow_commands()
         if self.state is not None:
             self.state.reset(self, mask)
         if self.task.refresh_kinematics_on_reset:

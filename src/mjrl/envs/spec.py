@@ -95,6 +95,9 @@ class CommandTerm:
     dim: int
     resample_interval_s: tuple[float, float] = (math.inf, math.inf)
     """Resampled after a time drawn uniformly from this range (and at resets)."""
+    follow: Callable[[VecEnv], None] | None = None
+    """Called after every physics step and every reset, for commands that follow the state (a
+    yaw rate steered towards a commanded heading); None for commands that hold still."""
 
 
 class StepState(Protocol):

@@ -348,10 +348,7 @@ def randomize_friction_and_mass(
 
 
 def push_base(env: VecEnv, mask: torch.Tensor, velocity: float) -> None:
-    """Add a random horizontal velocity (half-width `velocity`) to the base. Interval timers all
-    start due, so envs at time 0 (constructed or reset this step) are skipped: they were just
-    given a random velocity."""
-    due = mask & (env.sim.time > 0)
+    """Add a random horizontal velocity (half-width `velocity`) to the base."""
     kick = uniform(env, -velocity, velocity, 2)
     dof = env.robot.base_dof
-    env.sim.qvel[:, dof : dof + 2] += kick * due.unsqueeze(1)
+    env.sim.qvel[:, dof : dof + 2] += kick * mask.unsqueeze(1)
