@@ -1,7 +1,7 @@
 """Speed of the Go1-class quadruped, and how full its contact and constraint buffers get.
 
-    python scripts/bench_quadruped.py [--num-envs 64] [--physics-steps 300] [--env-steps 100]
-    python scripts/bench_quadruped.py --check-buffers 500
+    python scripts/bench_quadruped.py [--task NAME] [--num-envs 64] [--physics-steps 300] [--env-steps 100]
+    python scripts/bench_quadruped.py [--task NAME] --check-buffers 500
 
 Prints one JSON line with the bare physics rate (a loop of `mujoco_warp.step` on the standing
 robot, after warm-up), the task's env steps/s (`VecEnv.step` with zero actions) and the
@@ -120,11 +120,12 @@ def buffer_use(task, num_envs: int, steps: int, tumble: bool) -> dict:
 
 
 def throw(env: VecEnv, generator: torch.Generator) -> None:
-    """Every robot 0.35 m up, in a random orientation and a random joint pose within the limits."""
+    """Every robot 0.065 m above its home height (0.35 m for the Go1 on flat ground), in a random
+    orientation and a random joint pose within the limits."""
     n, sim = env.num_envs, env.sim
     quat = torch.randn(n, 4, generator=generator)
     low, high = env.robot.joint_lower, env.robot.joint_upper
-    sim.qpos[:, 2] = 0.35
+    sim.qpos[:, 2] += 0.065
     sim.qpos[:, 3:7] = quat / quat.norm(dim=1, keepdim=True)
     sim.qpos[:, 7:] = low + (high - low) * torch.rand(n, 12, generator=generator)
     sim.qvel.copy_(torch.randn(n, sim.qvel.shape[1], generator=generator))
@@ -132,16 +133,17 @@ def throw(env: VecEnv, generator: torch.Generator) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default=TASK, help="a velocity task (default: %(default)s)")
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--physics-steps", type=int, default=300)
     parser.add_argument("--env-steps", type=int, default=100)
     parser.add_argument("--check-buffers", type=int, default=0, metavar="STEPS")
     args = parser.parse_args()
     torch.set_num_threads(1)  # as `train` does on the CPU
-    task = load_task(TASK)
+    task = load_task(args.task)
     sim_cfg: SimConfig = task.env_cfg.sim
     result = {
-        "task": TASK,
+        "task": args.task,
         "num_envs": args.num_envs,
         "nconmax": sim_cfg.nconmax,
         "njmax": sim_cfg.njmax,

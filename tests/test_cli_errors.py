@@ -38,6 +38,11 @@ def assert_clean_usage_error(result, log_root: Path, *needles: str) -> None:
         ([TASK, "--env.num-envs", "many"], ["many"]),
         ([TASK, "--resume", "True"], ["no run of", TASK]),
         ([TASK, "--device", "cuda:0"], ["--device"]),
+        (
+            ["Mjrl-Velocity-Rough-Quadruped", "--env.terrain.spawn-type", "lava"],
+            ["--env.terrain.spawn-type", "stairs_up"],
+        ),
+        (["Mjrl-Velocity-Rough-Quadruped", "--env.terrain.spawn-row", "10"], ["--env.terrain.spawn-row", "9"]),
     ],
 )
 def test_train_rejects_bad_input(args, needles, log_root):

@@ -113,3 +113,10 @@ def test_a_config_from_before_the_robot_was_config_loads_with_its_renamed_key():
     assert cfg.randomization.base_mass_offset == (-2.0, 2.0) and cfg.randomization.friction == (0.6, 1.0)
     with pytest.raises(UsageError, match=re.escape("unknown config key 'randomization.tail_mass_offset'")):
         apply_dict(GO1.env_cfg, {"randomization": {"tail_mass_offset": [-2.0, 2.0]}})
+
+
+def test_a_robot_config_that_names_its_floor_still_loads():
+    """Runs from before issue 22 named the floor in the robot's file (`floor_geom`); the floor is
+    now the scene's terrain, and the retired key is ignored, not an error."""
+    old = {"robot": {**to_dict(GO1.env_cfg.robot), "floor_geom": "floor"}}
+    assert apply_dict(GO1.env_cfg, old).robot == GO1.env_cfg.robot

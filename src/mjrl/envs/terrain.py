@@ -8,6 +8,7 @@ collides with. Nothing here synchronises with the host.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from mjrl.sim.terrain import TerrainConfig, TerrainGrid
@@ -24,8 +25,10 @@ class TerrainState:
         self.cfg = cfg
         self.grid = grid
         self.device = device
-        self.heights = torch.as_tensor(grid.heights, device=device).flatten()
-        self.shape = grid.heights.shape
+        self.cells = _triangle_table(grid.heights).to(device)
+        self._cell_stride = torch.tensor([grid.heights.shape[1] - 1, 1.0], device=device)
+        self._first_cell = torch.zeros(2, device=device)
+        self._last_cell = torch.tensor(grid.heights.shape, device=device) - 1 - 1e-4
         self.origin = torch.tensor(grid.origin, device=device)
         self.centers = torch.as_tensor(grid.patch_centers, dtype=torch.float32, device=device)
         self.rows = grid.patch_centers.shape[0]
@@ -57,18 +60,14 @@ class TerrainState:
         """Terrain height (m) under world points `xy` (..., 2), as MuJoCo triangulates the
         heightfield: each cell is split along its diagonal from (x0, y0) to (x1, y1). Points
         off the grid take the height of its edge."""
-        nx, ny = self.shape
-        cell = (xy - self.origin) / self.grid.resolution
-        upper = torch.tensor([nx - 1, ny - 1], device=xy.device) - 1e-4
-        cell = torch.minimum(cell.clamp(min=0.0), upper)
+        cell = torch.clamp((xy - self.origin) / self.grid.resolution, self._first_cell, self._last_cell)
         corner = cell.floor()
-        u, v = (cell - corner).unbind(-1)
-        index = corner[..., 0].long() * ny + corner[..., 1].long()
-        h00, h10 = self.heights[index], self.heights[index + ny]
-        h01, h11 = self.heights[index + 1], self.heights[index + ny + 1]
-        below_diagonal = h00 + u * (h10 - h00) + v * (h11 - h10)
-        above_diagonal = h00 + v * (h01 - h00) + u * (h11 - h01)
-        return torch.where(u > v, below_diagonal, above_diagonal)
+        u_v = cell - corner  # where the point lies in its cell, from (x0, y0)
+        index = (corner * self._cell_stride).sum(-1).long()
+        plane = self.cells.index_select(0, index.flatten()).view(*index.shape, 5)
+        below_diagonal = (u_v[..., 0] > u_v[..., 1]).unsqueeze(-1)
+        slopes = torch.where(below_diagonal, plane[..., 1:3], plane[..., 3:5])
+        return plane[..., 0] + (u_v * slopes).sum(-1)
 
     def inner_bounds(self, margin: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Lowest and highest x, y at least `margin` inside the grid's edge."""
@@ -111,3 +110,13 @@ class TerrainState:
         self._ended.zero_()
         self._off_top.zero_()
         return out
+
+
+def _triangle_table(heights: np.ndarray) -> torch.Tensor:
+    """(cells, 5) per cell of the lattice (x-major): its height at (x0, y0), then the slopes
+    (d/du, d/dv) of its triangle below the diagonal (u > v), then of the one above: a height
+    is one row lookup and a dot product."""
+    h = torch.as_tensor(heights, dtype=torch.float32)
+    h00, h10, h01, h11 = h[:-1, :-1], h[1:, :-1], h[:-1, 1:], h[1:, 1:]
+    table = torch.stack([h00, h10 - h00, h11 - h10, h11 - h01, h01 - h00], dim=-1)
+    return table.reshape(-1, 5)

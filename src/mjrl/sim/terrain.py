@@ -74,6 +74,7 @@ class TerrainConfig:
     """Put every env on the columns of this type; empty: envs are spread over every column."""
 
     bounds: ClassVar[dict] = {
+        "seed": ">= 0",
         "columns_per_type": ">= 1",
         "rows": ">= 1",
         "patch_size": "> 0",
