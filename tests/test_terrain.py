@@ -85,6 +85,9 @@ def test_height_at_is_the_heightfield_mujoco_collides_with():
     ours = state.height_at(torch.tensor(xy, dtype=torch.float32)).numpy()
     assert np.abs(ours - ray_heights(model, xy)).max() < 1e-3
     assert np.ptp(ours) > 0.5  # the points did land on stairs and slopes
+    # A diverged world's NaN or infinite position reads some height, not an index off the grid.
+    odd = state.height_at(torch.tensor([[math.nan, 0.0], [math.inf, -math.inf], [1e30, 0.0]]))
+    assert torch.isfinite(odd).all()
 
 
 # ------------------------------------------------------------------------------ scenes
@@ -245,3 +248,18 @@ def test_the_rough_task_trains_logs_its_curriculum_and_plays_on_one_row(log_root
     figures = last_json(play.stdout)
     assert figures["episodes"] == 2 and 0 <= figures["mean_success"] <= 1
     assert 0 <= figures["mean_travel_distance"] < 2  # one second from the centre of a 4 m patch
+
+
+def test_a_resume_puts_every_env_back_on_its_saved_row(rough_env):
+    """Checkpoints keep the curriculum: a resumed run starts each env's episode on the row it had
+    reached (a run of another number of envs keeps its fresh rows)."""
+    env = rough_env
+    env.terrain.level = torch.tensor([2, 2, 1, 0, 2])
+    saved = env.curriculum_state()
+    env.terrain.level = torch.zeros(env.num_envs, dtype=torch.long)
+    env.load_curriculum_state(saved)
+    assert env.terrain.level.tolist() == [2, 2, 1, 0, 2]
+    center = env.terrain.patch_center()
+    assert torch.all((env.sim.qpos[:, :2] - center[:, :2]).abs() <= SMALL.spawn_jitter + 1e-5)
+    env.load_curriculum_state({"terrain_level": torch.zeros(3, dtype=torch.long)})
+    assert env.terrain.level.tolist() == [2, 2, 1, 0, 2]

@@ -92,15 +92,36 @@ class VecEnv:
         for ev in task.events.values():
             if ev.mode == "startup":
                 ev.func(self, everything)
-        self._reset_envs(everything)
-        self.whole_episode = torch.full((n,), not cfg.random_initial_episode_length, device=device)
+        self._start_episodes()
+        self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
+
+    def _start_episodes(self) -> None:
+        """Reset every env; with `random_initial_episode_length`, each starts at a random point
+        of its first episode so that time-outs spread over iterations."""
+        self._reset_envs(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        self.whole_episode = torch.full(
+            (self.num_envs,), not self.cfg.random_initial_episode_length, device=self.device
+        )
         """Which envs run an episode that began at a reset, not at a random point of its length:
         only those count in the episode statistics (and in a curriculum's judgement)."""
-        if cfg.random_initial_episode_length:
+        if self.cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
         self.after_physics()
         self.obs = self.compute_obs()
-        self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
+
+    def curriculum_state(self) -> dict[str, torch.Tensor]:
+        """What a checkpoint keeps of the env beyond its random stream: the terrain rows of the
+        envs, so that a resumed run goes on from the curriculum it had reached."""
+        return {"terrain_level": self.terrain.level.clone()} if self.terrain is not None else {}
+
+    def load_curriculum_state(self, saved: dict[str, torch.Tensor]) -> None:
+        """Take the rows of `curriculum_state` (when the run had the same number of envs) and
+        start every env's episode afresh on its row."""
+        level = saved.get("terrain_level")
+        if self.terrain is None or level is None or level.shape != self.terrain.level.shape:
+            return
+        self.terrain.level = level.to(self.device).clamp(0, self.terrain.rows - 1)
+        self._start_episodes()
 
     # ----------------------------------------------------------------------------- step
 

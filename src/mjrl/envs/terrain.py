@@ -59,8 +59,10 @@ class TerrainState:
     def height_at(self, xy: torch.Tensor) -> torch.Tensor:
         """Terrain height (m) under world points `xy` (..., 2), as MuJoCo triangulates the
         heightfield: each cell is split along its diagonal from (x0, y0) to (x1, y1). Points
-        off the grid take the height of its edge."""
-        cell = torch.clamp((xy - self.origin) / self.grid.resolution, self._first_cell, self._last_cell)
+        off the grid take the height of its edge, and non-finite ones (a diverged world, reset
+        at the end of this step) a height on the grid rather than an index off it."""
+        cell = ((xy - self.origin) / self.grid.resolution).nan_to_num(0.0)
+        cell = torch.clamp(cell, self._first_cell, self._last_cell)
         corner = cell.floor()
         u_v = cell - corner  # where the point lies in its cell, from (x0, y0)
         index = (corner * self._cell_stride).sum(-1).long()

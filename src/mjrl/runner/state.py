@@ -3,7 +3,7 @@
 A checkpoint is a dict of plain values and tensors (loaded with weights_only=True). Its keys are
 those of every checkpoint since the first release, so older runs still resume:
 task, iteration, env_steps, wall_s, learning_rate, policy, optimizer, rng, config, wandb_id,
-obs_dims, num_actions.
+obs_dims, num_actions; and since issue 22, curriculum (optional).
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def checkpoint_contents(
         "wandb_id": state.tracker_id,
         "obs_dims": dict(env.obs_dims),
         "num_actions": env.num_actions,
+        "curriculum": env.curriculum_state(),
     }
 
 
@@ -97,6 +98,8 @@ def restore_training_state(checkpoint: dict[str, Any], ppo: PPO, env: VecEnv) ->
     the run's counters."""
     ppo.optimizer.load_state_dict(checkpoint["optimizer"])
     ppo.set_learning_rate(checkpoint["learning_rate"])
+    # Before the random streams: the envs restart their episodes on their saved rows.
+    env.load_curriculum_state(checkpoint.get("curriculum", {}))
     RngStates.from_dict(checkpoint["rng"]).restore(env, ppo)
     return TrainingState(
         iteration=checkpoint["iteration"],
