@@ -61,8 +61,10 @@ def visual_model(scene: Scene) -> mujoco.MjModel:
     grid = spec.add_material(name="mjrl_grid", texrepeat=[2, 2], texuniform=True)
     grid.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "mjrl_grid"
     for geom in spec.geoms:
-        if geom.type in (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_HFIELD):
+        if geom.type == mujoco.mjtGeom.mjGEOM_PLANE:
             geom.material, geom.rgba = "mjrl_grid", [1, 1, 1, 1]
+        elif geom.type == mujoco.mjtGeom.mjGEOM_HFIELD:  # plain: its shading shows steps and slopes
+            geom.rgba = [0.45, 0.5, 0.55, 1]
     spec.visual.headlight.ambient = [0.35, 0.35, 0.35]
     spec.visual.headlight.diffuse = [0.6, 0.6, 0.6]
     return spec.compile()
