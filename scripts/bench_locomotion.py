@@ -145,15 +145,20 @@ def report(task: str, run_dir: Path, episodes: int) -> str:
 
 
 def write_section(task: str, text: str) -> None:
+    replace_section(markers(task), f"Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`", text)
+
+
+def replace_section(markers: tuple[str, str], heading: str, text: str) -> None:
+    """Put `text` between the markers in docs/benchmarks.md, or append it under a new heading."""
     path = ROOT / "docs/benchmarks.md"
     doc = path.read_text()
-    begin, end = markers(task)
+    begin, end = markers
     section = f"{begin}\n{text}\n{end}"
     if begin in doc:
         head, rest = doc.split(begin, 1)
         doc = head + section + rest.split(end, 1)[1]
     else:
-        doc += f"\n## Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`\n\n{section}\n"
+        doc += f"\n## {heading}\n\n{section}\n"
     path.write_text(doc)
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import torch
-from bench_locomotion import FORWARD, metrics_lines, play
+from bench_locomotion import FORWARD, metrics_lines, play, replace_section
 
 from mjrl.runner.plots import plot_runs
 from mjrl.sim import TERRAIN_TYPES, Scene
@@ -152,19 +152,6 @@ def report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> str:
     )
 
 
-def write_section(text: str) -> None:
-    path = ROOT / "docs/benchmarks.md"
-    doc = path.read_text()
-    begin, end = MARKERS
-    section = f"{begin}\n{text}\n{end}"
-    if begin in doc:
-        head, rest = doc.split(begin, 1)
-        doc = head + section + rest.split(end, 1)[1]
-    else:
-        doc += f"\n## Rough terrain on the CPU: `scripts/bench_terrain.py`\n\n{section}\n"
-    path.write_text(doc)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--throughput", action="store_true", help="time the scene build and flat vs rough training")
@@ -184,7 +171,7 @@ def main() -> None:
     text = report(run_dir, args.flat_run_dir, args.episodes)
     print(text)
     if not args.no_write:
-        write_section(text)
+        replace_section(MARKERS, "Rough terrain on the CPU: `scripts/bench_terrain.py`", text)
 
 
 if __name__ == "__main__":
