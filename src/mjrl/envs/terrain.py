@@ -30,6 +30,7 @@ class TerrainState:
         self._first_cell = torch.zeros(2, device=device)
         self._last_cell = torch.tensor(grid.heights.shape, device=device) - 1 - 1e-4
         self.origin = torch.tensor(grid.origin, device=device)
+        self._far_corner = self.origin + torch.tensor(grid.extent, device=device)
         self.centers = torch.as_tensor(grid.patch_centers, dtype=torch.float32, device=device)
         self.rows = grid.patch_centers.shape[0]
         self.type_names = tuple(dict.fromkeys(grid.column_types))
@@ -73,8 +74,7 @@ class TerrainState:
 
     def inner_bounds(self, margin: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Lowest and highest x, y at least `margin` inside the grid's edge."""
-        extent = torch.tensor(self.grid.extent, device=self.device)
-        return self.origin + margin, self.origin + extent - margin
+        return self.origin + margin, self._far_corner - margin
 
     def end_episodes(self, ended: torch.Tensor, distance: torch.Tensor, commanded: torch.Tensor) -> None:
         """The curriculum, for the envs whose episode `ended`: up a row when they walked from
