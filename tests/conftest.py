@@ -1,9 +1,14 @@
-"""Shared helpers: run the installed console scripts as real processes."""
+"""Shared helpers: run the console scripts as real processes (`run_cli`) or in-process (`run_main`)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import importlib
+import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +51,44 @@ def run_cli(
     return subprocess.run(
         [str(BIN / command), *rest], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
     )
+
+
+@dataclasses.dataclass
+class InProcessResult:
+    """What `run_main` saw: the same fields as a finished subprocess."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+CLI_MODULES = {"train": "mjrl.cli.train", "play": "mjrl.cli.play", "mjrl": "mjrl.cli.main"}
+
+
+def run_main(*args: str) -> InProcessResult:
+    """Run `train`, `play` or `mjrl` as `main(argv)` in this process, for commands where a
+    subprocess adds nothing but its imports and kernel loading (5-6 s each): bad input, and
+    single-process runs whose outputs a test reads. Signals, launchers, several ranks and
+    environment variables need `run_cli`. What a run changes in the process (its SIGTERM and
+    SIGINT handlers, torch's thread count) is put back afterwards."""
+    import torch
+
+    command, *rest = args
+    main = importlib.import_module(CLI_MODULES[command]).main
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    threads = torch.get_num_threads()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(rest)
+            except SystemExit as exc:  # --help and tyro's own exits
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        torch.set_num_threads(threads)
+    return InProcessResult(code, out.getvalue(), err.getvalue())
 
 
 def free_port() -> int:

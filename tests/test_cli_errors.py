@@ -1,4 +1,7 @@
-"""Bad input gets one line on stderr, exit code 2, no traceback and no run directory."""
+"""Bad input gets one line on stderr, exit code 2, no traceback and no run directory.
+
+The CLI runs in-process (`run_main`): bad input is refused before any work starts, and a
+subprocess would only add its imports. One test runs the real console scripts end to end."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_main
 
 from mjrl.errors import UsageError
 from mjrl.tasks import load_task, task_names
@@ -46,11 +49,8 @@ def assert_clean_usage_error(result, log_root: Path, *needles: str) -> None:
     ],
 )
 def test_train_rejects_bad_input(args, needles, log_root):
-    result = (
-        run_cli("train", *args, "--log-root", str(log_root), "--device", "cpu", timeout=120)
-        if ("--device" not in args)
-        else run_cli("train", *args, "--log-root", str(log_root), timeout=120)
-    )
+    device = [] if "--device" in args else ["--device", "cpu"]
+    result = run_main("train", *args, "--log-root", str(log_root), *device)
     assert_clean_usage_error(result, log_root, *needles)
 
 
@@ -59,7 +59,7 @@ def test_train_rejects_a_config_file_with_an_unknown_key(tmp_path, log_root):
     the key and the valid ones instead of silently dropping it."""
     config = tmp_path / "config.yaml"
     config.write_text("env:\n  sim:\n    cuda_graph: true\n")
-    result = run_cli("train", TASK, "--config", str(config), "--log-root", str(log_root), "--device", "cpu")
+    result = run_main("train", TASK, "--config", str(config), "--log-root", str(log_root), "--device", "cpu")
     assert_clean_usage_error(result, log_root, "'env.sim.cuda_graph'", "graph")
 
 
@@ -77,7 +77,7 @@ def test_train_type_checks_config_file_values(text, needle, tmp_path, log_root):
     """List, optional and integer values in a config file are checked against the field's type."""
     config = tmp_path / "config.yaml"
     config.write_text(text)
-    result = run_cli(
+    result = run_main(
         "train",
         TASK,
         "--config",
@@ -93,18 +93,24 @@ def test_train_type_checks_config_file_values(text, needle, tmp_path, log_root):
 
 
 def test_play_rejects_missing_and_corrupt_checkpoints(tmp_path, log_root):
-    missing = run_cli("play", TASK, "--checkpoint", str(tmp_path / "nope.pt"))
+    missing = run_main("play", TASK, "--checkpoint", str(tmp_path / "nope.pt"))
     assert_clean_usage_error(missing, log_root, "does not exist")
     corrupt = tmp_path / "model_000001.pt"
     corrupt.write_bytes(b"\x80\x02not a checkpoint at all")
-    result = run_cli("play", TASK, "--checkpoint", str(corrupt))
+    result = run_main("play", TASK, "--checkpoint", str(corrupt))
     assert_clean_usage_error(result, log_root, "unreadable")
 
 
-def test_unknown_task_is_rejected_by_play_and_listed_by_mjrl():
+def test_the_console_scripts_exit_with_code_2_and_one_line(log_root):
+    """End to end, as a shell sees them: the installed scripts' exit code and stderr."""
+    result = run_cli("train", "Mjrl-Nope", "--log-root", str(log_root))
+    assert_clean_usage_error(result, log_root, "unknown task", TASK)
     result = run_cli("play", "Mjrl-Nope", "--checkpoint", "x.pt")
     assert result.returncode == 2 and "valid tasks" in result.stderr
-    listing = run_cli("mjrl", "list")
+
+
+def test_mjrl_list_names_the_tasks():
+    listing = run_main("mjrl", "list")
     assert listing.returncode == 0
     assert TASK in listing.stdout and "Mjrl-Cartpole-Swingup" in listing.stdout
 
@@ -120,13 +126,13 @@ def test_unknown_task_is_rejected_by_play_and_listed_by_mjrl():
     ],
 )
 def test_train_rejects_harmful_numbers(flag, value, log_root):
-    result = run_cli("train", TASK, flag, value, "--log-root", str(log_root), "--device", "cpu", timeout=120)
+    result = run_main("train", TASK, flag, value, "--log-root", str(log_root), "--device", "cpu")
     assert_clean_usage_error(result, log_root, flag)
 
 
 @pytest.mark.parametrize("endpoint", ["badhost", "localhost:notaport", "localhost:70000", ":29500"])
 def test_train_rejects_a_malformed_rendezvous_endpoint(endpoint, log_root):
-    result = run_cli(
+    result = run_main(
         "train",
         TASK,
         "--nproc-per-node",
@@ -139,7 +145,6 @@ def test_train_rejects_a_malformed_rendezvous_endpoint(endpoint, log_root):
         str(log_root),
         "--device",
         "cpu",
-        timeout=120,
     )
     assert_clean_usage_error(result, log_root, "--rdzv-endpoint", "HOST:PORT")
 

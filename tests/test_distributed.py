@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import BIN, TINY_RUN, WARM_UP, free_port, last_json, read_jsonl, run_cli
+from conftest import BIN, TINY_RUN, WARM_UP, free_port, last_json, read_jsonl, run_cli, run_main
 
 from mjrl.runner.checkpoint import load_checkpoint
 from mjrl.runner.runner import parameters_sha256
@@ -126,15 +126,16 @@ def test_replica_check_stops_a_run_whose_ranks_diverge(log_root):
 
 
 def test_distributed_flag_needs_a_launcher_and_excludes_nproc_per_node(log_root):
-    alone = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), "--distributed", "True")
+    distributed = ("train", TASK, *SMALL, "--log-root", str(log_root), "--distributed", "True")
+    alone = run_main(*distributed)
     assert alone.returncode == 2 and "needs a launcher" in alone.stderr and "Traceback" not in alone.stderr
-    both = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), "--distributed", "True", "--nproc-per-node", "2")
+    both = run_main(*distributed, "--nproc-per-node", "2")
     assert both.returncode == 2 and "give one of them" in both.stderr
     assert not log_root.exists()
 
 
 def test_launcher_rejects_more_processes_than_gpus(log_root):
-    result = run_cli(
+    result = run_main(
         "train", TASK, *SMALL[2:], "--device", "cuda", "--log-root", str(log_root), "--nproc-per-node", "2"
     )
     assert result.returncode == 2
@@ -197,7 +198,7 @@ def test_one_named_gpu_is_refused_for_several_ranks_per_node(log_root):
 
     with pytest.raises(UsageError, match="--device cuda:1 names one GPU"):
         resolve_device("cuda:1", local_rank=1, local_world_size=2)
-    result = run_cli(
+    result = run_main(
         "train", TASK, *SMALL[2:], "--device", "cuda:0", "--log-root", str(log_root), "--nproc-per-node", "2"
     )
     assert result.returncode == 2 and "--device cuda:0 names one GPU" in result.stderr, result.stderr[-2000:]

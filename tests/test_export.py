@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from conftest import TINY_RUN, last_json, run_cli
+from conftest import TINY_RUN, last_json, run_main
 
 from mjrl.cli.main import main as mjrl_main
 from mjrl.runner.checkpoint import load_newest_checkpoint
@@ -32,7 +32,7 @@ def train_once(tmp_path_factory) -> Callable[[str], Path]:
     def run(task_name: str) -> Path:
         if task_name not in runs:
             log_root = tmp_path_factory.mktemp("logs")
-            result = run_cli(
+            result = run_main(
                 "train", task_name, *TINY_RUN[:2], "--logger", "none", "--log-root", str(log_root),
                 "--env.num-envs", "8", "--agent.num-steps-per-env", "8", "--agent.num-mini-batches", "2",
                 "--agent.max-iterations", "1", "--agent.eval-interval", "0", "--export", "onnx",
@@ -83,7 +83,7 @@ def test_exported_actor_matches_act_deterministic(trained, fmt, tmp_path):
         model = run_dir / "exported" / "policy.onnx"
     else:
         model = tmp_path / "policy.pt"
-        result = run_cli("mjrl", "export", task_name, "--run-dir", str(run_dir), "--format", fmt, "--out", str(model))
+        result = run_main("mjrl", "export", task_name, "--run-dir", str(run_dir), "--format", fmt, "--out", str(model))
         assert result.returncode == 0, result.stderr[-2000:]
         assert f"wrote {model} and policy.pt.json" in result.stdout
     env, policy, obs = real_observations(task_name, run_dir)
@@ -131,7 +131,7 @@ def test_scaled_actions_are_the_actuator_targets(train_once, tmp_path):
     # The quadruped's transform has all three parts: offset (home pose), scale and clip.
     task_name, run_dir = QUADRUPED, train_once(QUADRUPED)
     model = tmp_path / "targets.onnx"
-    result = run_cli(
+    result = run_main(
         "mjrl", "export", task_name, "--run-dir", str(run_dir), "--out", str(model), "--scaled-actions", "True"
     )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, TINY_RUN, WARM_UP, free_port, read_jsonl, run_cli
+from conftest import BIN, TINY_RUN, WARM_UP, free_port, read_jsonl, run_cli, run_main
 
 TASK = "Mjrl-Cartpole-Balance"
 BASE = TINY_RUN
@@ -99,7 +99,7 @@ def alive(pid: int) -> bool:
 def assert_nothing_left(log_root: Path) -> None:
     for run_dir in (log_root / TASK).glob("20*"):
         for rank, pids in worker_pids(run_dir).items():
-            left = [p for p in pids if alive(p)]
+            left = [p for p in pids if alive(p) and p != os.getpid()]  # in-process runs are this process
             assert not left, f"rank {rank} processes still alive: {left}"
 
 
@@ -244,7 +244,7 @@ def test_sigterm_to_the_launcher_checkpoints_and_resume_continues(log_root):
     assert checkpoints, "no checkpoint written on SIGTERM"
     done = len(read_jsonl(run_dir / "metrics.jsonl"))
     assert checkpoints[-1].name == f"model_{done:06d}.pt"  # no periodic one was due (interval 1000)
-    result = run_cli(
+    result = run_main(
         "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--agent.max-iterations", str(done + 2)
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -271,14 +271,14 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_iteration(log_root)
 
 
 def test_a_truncated_newest_checkpoint_is_skipped_on_resume(log_root):
-    first = run_cli(
+    first = run_main(
         "train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "4", "--agent.save-interval", "2"
     )
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = next((log_root / TASK).glob("20*"))
     newest = run_dir / "checkpoints" / "model_000004.pt"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
-    result = run_cli(
+    result = run_main(
         "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--agent.max-iterations", "5"
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -291,7 +291,7 @@ def test_a_truncated_newest_checkpoint_is_skipped_on_resume(log_root):
 
 
 def test_nonfinite_actions_reset_only_the_affected_envs(log_root):
-    result = run_cli(
+    result = run_main(
         "train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "3", "--fault", "nan@0:1"
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -333,12 +333,12 @@ def test_unreachable_rendezvous_is_a_clear_bounded_error(log_root):
 
 
 def test_checkpoint_of_another_task_or_shape_is_rejected(log_root):
-    first = run_cli("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
+    first = run_main("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = next((log_root / TASK).glob("20*"))
-    other = run_cli("play", "Mjrl-Cartpole-Swingup", "--run-dir", str(run_dir), "--device", "cpu")
+    other = run_main("play", "Mjrl-Cartpole-Swingup", "--run-dir", str(run_dir), "--device", "cpu")
     assert other.returncode == 2 and "belongs to task 'Mjrl-Cartpole-Balance'" in other.stderr
-    shape = run_cli(
+    shape = run_main(
         "train",
         TASK,
         *BASE,
@@ -365,7 +365,7 @@ def _one_error_line(result) -> str:
 def test_two_ranks_reject_a_checkpoint_of_another_shape_with_exit_code_2(log_root):
     """Only rank 0 holds the checkpoint; its finding must reach rank 1 before rank 1 waits in a
     collective, or rank 1's watchdog ends the job with 75 and torch reports a traceback."""
-    first = run_cli("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
+    first = run_main("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = next((log_root / TASK).glob("20*"))
     before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))

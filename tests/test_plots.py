@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_RUN, last_json, run_cli
+from conftest import TINY_RUN, last_json, run_main
 from PIL import Image
 
 from mjrl.runner.plots import plot_runs, series, smooth
@@ -23,7 +23,7 @@ def two_runs(tmp_path_factory) -> list[Path]:
     log_root = tmp_path_factory.mktemp("logs")
     runs = []
     for name, length in (("short", "0.5"), ("long", "50")):
-        result = run_cli(
+        result = run_main(
             "train", TASK, *TINY_RUN, "--log-root", str(log_root), "--run-name", name,
             "--agent.max-iterations", "4", "--env.episode-length-s", length,
         )  # fmt: skip
@@ -38,7 +38,7 @@ def color_pixels(image: np.ndarray, rgb: tuple[int, int, int]) -> int:
 
 def test_plot_overlays_two_runs_and_leaves_out_null_values(two_runs, tmp_path):
     out = tmp_path / "curves.png"
-    result = run_cli(
+    result = run_main(
         "mjrl", "plot", *map(str, two_runs), "--out", str(out),
         "--metrics", "mean_episode_return", "reward/smooth_balance", "--x", "env_steps",
     )  # fmt: skip
@@ -85,15 +85,16 @@ def test_smoothing_steps_over_gaps():
         (["--x", "minutes"], "--x"),
     ],
 )
-def test_bad_plot_input_is_one_line_and_writes_nothing(two_runs, tmp_path, extra, needle):
-    result = run_cli("mjrl", "plot", str(two_runs[0]), *extra, cwd=tmp_path)
+def test_bad_plot_input_is_one_line_and_writes_nothing(two_runs, tmp_path, extra, needle, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the default output would go
+    result = run_main("mjrl", "plot", str(two_runs[0]), *extra)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and needle in result.stderr and "Traceback" not in result.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_run_directory_is_named(tmp_path):
-    result = run_cli("mjrl", "plot", str(tmp_path / "nope"), "--out", str(tmp_path / "x.png"))
+    result = run_main("mjrl", "plot", str(tmp_path / "nope"), "--out", str(tmp_path / "x.png"))
     assert result.returncode == 2 and "no such run directory" in result.stderr
     assert not (tmp_path / "x.png").exists()
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from conftest import run_cli
+from conftest import run_main
 
 from mjrl.envs import RobotConfig, VecEnv, check_task_spec
 from mjrl.envs import terms as mdp
@@ -75,7 +75,7 @@ def test_robot_config_mistakes_are_found_before_the_env_is_built(changes, messag
 
 
 def test_a_robot_config_mistake_is_one_line_and_exit_2(log_root):
-    result = run_cli("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root),
+    result = run_main("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root),
                      "--env.robot.foot-geoms", "LF_foot_geom", "LF_paw")  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("train: error")]
@@ -93,7 +93,7 @@ def test_a_missing_mjcf_is_a_usage_error():
 def test_an_mjcf_that_does_not_compile_is_a_usage_error(log_root, tmp_path):
     broken = tmp_path / "robot.xml"
     broken.write_text("<mujoco><worldbody><body><geom size='1'/></body></worldbody>")  # unclosed
-    result = run_cli("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root),
+    result = run_main("train", "Mjrl-Velocity-Flat-Mule", "--device", "cpu", "--log-root", str(log_root),
                      "--env.robot.mjcf", str(broken))  # fmt: skip
     assert result.returncode == 2 and f"cannot load the MJCF {broken}" in result.stderr
     assert not log_root.exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import TINY_RUN, last_json, read_jsonl, run_cli
+from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
 
 from mjrl.runner.checkpoint import load_checkpoint, save_checkpoint
 from mjrl.runner.evaluate import load_trained
@@ -32,7 +32,9 @@ def _claim_and_write(log_root: str, barrier, queue) -> None:
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(log_root):
-    ctx = multiprocessing.get_context("spawn")
+    # Forked, not spawned: the children only claim a directory, and six spawned interpreters
+    # would each import this module's torch and mjrl first (about 20 s on 2 cores).
+    ctx = multiprocessing.get_context("fork")
     n = 6
     barrier, queue = ctx.Barrier(n), ctx.Queue()
     procs = [ctx.Process(target=_claim_and_write, args=(str(log_root), barrier, queue)) for _ in range(n)]
@@ -49,7 +51,9 @@ def test_runs_started_in_the_same_second_get_their_own_directories(log_root):
 
 
 def train(log_root: Path, *extra: str):
-    result = run_cli("train", TASK, *TINY_RUN, "--log-root", str(log_root), *extra)
+    """A tiny run: in-process, unless it starts the launcher."""
+    run = run_cli if "--nproc-per-node" in extra else run_main
+    result = run("train", TASK, *TINY_RUN, "--log-root", str(log_root), *extra)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -69,9 +73,10 @@ def test_resume_skips_a_torn_last_metrics_line(log_root):
     assert [m["iteration"] for m in read_jsonl(metrics)] == [0, 1, 2]
 
 
-def reproduce(config: Path, log_root: Path, *extra: str) -> Path:
+def reproduce(config: Path, log_root: Path, *extra: str, launcher: bool = False) -> Path:
     """Train again from a run's config.yaml; returns the new run's directory."""
-    result = run_cli("train", "--config", str(config), "--log-root", str(log_root), *extra)
+    run = run_cli if launcher else run_main
+    result = run("train", "--config", str(config), "--log-root", str(log_root), *extra)
     assert result.returncode == 0, result.stderr[-3000:]
     return Path(last_json(result.stdout)["run_dir"])
 
@@ -93,7 +98,7 @@ def test_config_round_trip_of_a_launcher_run(log_root):
     first = Path(last_json(result.stdout)["run_dir"])
     saved = yaml.safe_load((first / "config.yaml").read_text())
     assert saved["nproc_per_node"] == 2 and saved["distributed"] is False
-    again = reproduce(first / "config.yaml", log_root)
+    again = reproduce(first / "config.yaml", log_root, launcher=True)
     assert again != first
     assert (again / "ranks" / "rank_1.log").is_file()  # two ranks again
     assert yaml.safe_load((again / "config.yaml").read_text()) == saved
@@ -209,7 +214,7 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     # A resume takes its settings from the command line, as the run did: the defaults changed
     # since that run (clipping apart, Balance's std offset), so the run's own values are given.
     old_defaults = ["--agent.clip-networks-separately", "False", "--agent.obs-std-offset", "0"]
-    result = run_cli(
+    result = run_main(
         "train", TASK, *OLD_RUN_FLAGS, *old_defaults, "--agent.max-iterations", "4", "--resume-dir", str(run_dir)
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -221,7 +226,7 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     old = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
     assert checkpoint.keys() == old.keys() and checkpoint["wandb_id"] == old["wandb_id"]
     assert checkpoint["config"].keys() == old["config"].keys()  # launch options stay flat keys
-    reproduced = run_cli("train", "--config", str(run_dir / "config.yaml"), "--help")
+    reproduced = run_main("train", "--config", str(run_dir / "config.yaml"), "--help")
     assert reproduced.returncode == 0, reproduced.stderr[-2000:]  # the old config.yaml still parses
 
 

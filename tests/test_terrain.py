@@ -12,7 +12,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_RUN, last_json, read_jsonl, run_cli
+from conftest import TINY_RUN, last_json, read_jsonl, run_main
 
 from mjrl.envs import Robot, VecEnv
 from mjrl.envs import terms as mdp
@@ -232,7 +232,7 @@ def test_a_command_drawn_at_a_reset_holds_for_a_whole_interval(rough_env):
 def test_the_rough_task_trains_logs_its_curriculum_and_plays_on_one_row(log_root, tmp_path):
     small = ["--env.terrain.rows", "3", "--env.terrain.columns-per-type", "1", "--env.terrain.patch-size", "4",
              "--env.terrain.platform", "1", "--env.terrain.border", "1"]  # fmt: skip
-    result = run_cli("train", ROUGH.name, *TINY_RUN, "--env.num-envs", "10", "--agent.max-iterations", "2",
+    result = run_main("train", ROUGH.name, *TINY_RUN, "--env.num-envs", "10", "--agent.max-iterations", "2",
                      "--agent.eval-interval", "0", *small, "--log-root", str(log_root))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(last_json(result.stdout)["run_dir"])
@@ -241,7 +241,7 @@ def test_the_rough_task_trains_logs_its_curriculum_and_plays_on_one_row(log_root
     types = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down")
     assert all(0 <= rows[-1][f"terrain/mean_level/{t}"] <= 2 for t in types)
     assert "terrain/promoted_off_top" in rows[-1] and "termination/out_of_bounds" in rows[-1]
-    play = run_cli("play", ROUGH.name, "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "2", *small,
+    play = run_main("play", ROUGH.name, "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "2", *small,
                    "--env.terrain.spawn-row", "2", "--env.terrain.spawn-type", "stairs_down",
                    "--env.episode-length-s", "1")  # fmt: skip
     assert play.returncode == 0, play.stderr[-3000:]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from conftest import WARM_UP, last_json, read_jsonl, run_cli
+from conftest import WARM_UP, last_json, read_jsonl, run_cli, run_main
 
 from mjrl.envs import VecEnv
 from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
@@ -37,7 +37,7 @@ SMALL = [
 
 
 def train(log_root: Path, *extra: str) -> dict:
-    result = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), *extra, timeout=600)
+    result = run_main("train", TASK, *SMALL, "--log-root", str(log_root), *extra)
     assert result.returncode == 0, result.stderr[-3000:]
     return last_json(result.stdout)
 
@@ -142,18 +142,8 @@ def test_resume_continues_iterations_without_repeats(log_root):
 def test_saved_config_reproduces_the_run_settings(log_root):
     first = train(log_root, "--agent.max-iterations", "1", "--agent.learning-rate", "0.0007", "--seed", "3")
     config = Path(first["run_dir"]) / "config.yaml"
-    result = run_cli(
-        "train",
-        "--config",
-        str(config),
-        "--log-root",
-        str(log_root),
-        "--run-name",
-        "again",
-        "--agent.max-iterations",
-        "1",
-        timeout=300,
-    )
+    again_args = ("--log-root", str(log_root), "--run-name", "again", "--agent.max-iterations", "1")
+    result = run_main("train", "--config", str(config), *again_args)
     assert result.returncode == 0, result.stderr[-2000:]
     again = yaml.safe_load((Path(last_json(result.stdout)["run_dir"]) / "config.yaml").read_text())
     original = yaml.safe_load(config.read_text())
@@ -190,7 +180,8 @@ def test_tensorboard_and_offline_wandb_tracking(log_root):
     events = list((Path(tb["run_dir"]) / "tensorboard").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
     # No API key and no network here: WandB must go offline by itself, inside the run directory,
-    # and a resumed run must continue the same WandB run id.
+    # and a resumed run must continue the same WandB run id. Real processes: WandB reads its
+    # environment and starts a service process of its own.
     env = {"WANDB_MODE": "", "WANDB_API_KEY": ""}
     wandb_run = ("--logger", "wandb", "--agent.max-iterations", "2", "--agent.save-interval", "1")
     result = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), *wandb_run, "--run-name", "wb", env=env,

@@ -8,7 +8,7 @@ import av
 import mujoco
 import numpy as np
 import pytest
-from conftest import TINY_RUN, last_json, run_cli
+from conftest import TINY_RUN, last_json, run_cli, run_main
 
 from mjrl.runner.video import frame_indices
 from mjrl.sim.render import make_camera
@@ -39,7 +39,7 @@ def assert_not_blank(frames: list[np.ndarray]) -> None:
 
 
 def tiny_run(task: str, log_root: Path, *extra: str) -> tuple[Path, str]:
-    result = run_cli(
+    result = run_main(
         "train", task, *TINY_RUN, "--log-root", str(log_root), "--agent.max-iterations", "2",
         "--agent.eval-interval", "0", *extra,
     )  # fmt: skip
@@ -64,7 +64,7 @@ def test_training_clips_and_play_video_of_cartpole(cartpole_run, tmp_path):
         assert_not_blank(frames)
 
     video = tmp_path / "balance.mp4"
-    result = run_cli("play", CARTPOLE, "--run-dir", str(run_dir), "--device", "cpu", "--video", str(video),
+    result = run_main("play", CARTPOLE, "--run-dir", str(run_dir), "--device", "cpu", "--video", str(video),
                      "--video-seconds", "1.5", "--video-fps", "10")  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert last_json(result.stdout)["frames"] == 15 and f"wrote {video} (15 frames at 10 fps" in result.stdout
@@ -76,7 +76,7 @@ def test_training_clips_and_play_video_of_cartpole(cartpole_run, tmp_path):
 def test_play_video_of_the_quadruped(log_root, tmp_path):
     run_dir, _ = tiny_run(QUADRUPED, log_root)
     video = tmp_path / "walk.mp4"
-    result = run_cli("play", QUADRUPED, "--run-dir", str(run_dir), "--device", "cpu", "--video", str(video),
+    result = run_main("play", QUADRUPED, "--run-dir", str(run_dir), "--device", "cpu", "--video", str(video),
                      "--video-seconds", "0.4")  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     frames, fps = decode(video)

@@ -3,7 +3,7 @@
 A checkpoint is a dict of plain values and tensors (loaded with weights_only=True). Its keys are
 those of every checkpoint since the first release, so older runs still resume:
 task, iteration, env_steps, wall_s, learning_rate, policy, optimizer, rng, config, wandb_id,
-obs_dims, num_actions; and since issue 22, curriculum (optional).
+obs_dims, num_actions; and since issue 22, curriculum (only for tasks with a terrain curriculum).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def checkpoint_contents(
 ) -> dict[str, Any]:
     """What a checkpoint holds: the run's counters, random streams, weights and optimizer, and
     the config it was trained with (`config`, as `to_dict` makes it)."""
-    return {
+    checkpoint = {
         "task": task_name,
         "iteration": state.iteration,
         "env_steps": state.env_steps,
@@ -88,8 +88,12 @@ def checkpoint_contents(
         "wandb_id": state.tracker_id,
         "obs_dims": dict(env.obs_dims),
         "num_actions": env.num_actions,
-        "curriculum": env.curriculum_state(),
     }
+    # Only envs with a terrain curriculum add the key: other tasks' checkpoints keep their keys.
+    curriculum = env.curriculum_state()
+    if curriculum:
+        checkpoint["curriculum"] = curriculum
+    return checkpoint
 
 
 def restore_training_state(checkpoint: dict[str, Any], ppo: PPO, env: VecEnv) -> TrainingState:

@@ -21,7 +21,8 @@ import warp as wp
 if os.environ.get("MJRL_WARP_VERBOSE", "0") != "1":
     wp.config.log_level = wp.LOG_WARNING
 
-import mujoco_warp as mjw
+# mujoco_warp is imported where a simulation is built or stepped, not here: its import defines
+# some 500 kernels (2-3 s on a CPU) that a launcher, `mjrl list`, a plot or a refused flag never use.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +105,8 @@ class Simulation:
     """MuJoCo-Warp model plus data for `num_worlds` worlds, stepped `decimation` times per call."""
 
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int, device: str, cfg: SimConfig):
+        import mujoco_warp as mjw
+
         if cfg.timestep > 0:
             mj_model.opt.timestep = cfg.timestep
         self.mj_model = mj_model
@@ -164,6 +167,8 @@ class Simulation:
         return wp.ScopedStream(self._stream, sync_enter=False)
 
     def _substeps(self) -> None:
+        import mujoco_warp as mjw
+
         for _ in range(self.cfg.decimation):
             mjw.step(self.model, self.data)
 
@@ -208,12 +213,16 @@ class Simulation:
 
     def forward(self) -> None:
         """Recompute derived quantities (kinematics, contacts, sensors) from qpos/qvel without stepping."""
+        import mujoco_warp as mjw
+
         self.physics_version += 1
         with self._scope():
             mjw.forward(self.model, self.data)
 
     def kinematics(self) -> None:
         """Recompute body and site poses from qpos only: cheaper than `forward`."""
+        import mujoco_warp as mjw
+
         with self._scope():
             mjw.kinematics(self.model, self.data)
 
