@@ -52,9 +52,8 @@ def main() -> None:
 
     from mjrl.distributed.context import single_process
     from mjrl.envs import VecEnv
-    from mjrl.rl.ppo import PPO, RolloutBuffer
+    from mjrl.rl import make_algorithm
     from mjrl.runner.config import TrainConfig
-    from mjrl.runner.runner import build_policy
     from mjrl.tasks import load_task
 
     torch.set_num_threads(1)
@@ -62,18 +61,14 @@ def main() -> None:
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=args.num_envs)
     cfg = TrainConfig(env=env_cfg, agent=task.agent_cfg)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
-    ppo = PPO(build_policy(env, cfg, torch.device("cpu")), cfg.agent, single_process("cpu"))
+    algorithm = make_algorithm(cfg.agent, env.obs_dims, env.num_actions, env.num_envs, single_process("cpu"))
     steps = cfg.agent.num_steps_per_env
-    buf = RolloutBuffer.allocate(
-        steps, env.num_envs, env.obs_dims["actor"], env.obs_dims["critic"], env.num_actions, torch.device("cpu")
-    )
 
     def env_step() -> None:
         env.step(torch.randn(env.num_envs, env.num_actions))
 
     def policy_and_env_step() -> None:
-        out = ppo.act(env.obs["actor"], env.obs["critic"])
-        env.step(out["actions"])
+        env.step(algorithm.act(env.obs))  # act stores into the rollout's current step; nothing advances
 
     for _ in range(3):  # first calls build caches and compile kernels
         policy_and_env_step()
@@ -83,13 +78,10 @@ def main() -> None:
     # Fill a real rollout, then count one update.
     obs = env.obs
     for _ in range(steps):
-        out = ppo.act(obs["actor"], obs["critic"])
-        next_obs, reward, terminated, truncated, _ = env.step(out["actions"])
-        buf.add(actor_obs=obs["actor"], critic_obs=obs["critic"], rewards=reward,
-                dones=(terminated | truncated).float(), **out)  # fmt: skip
-        obs = next_obs
-    last_values = ppo.value(obs["critic"])
-    update_ops, update_counts = count(lambda: ppo.update(buf, last_values), 1)
+        obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
+        algorithm.process_env_step(rewards, terminated, truncated, extras)
+    algorithm.compute_returns(obs)
+    update_ops, update_counts = count(algorithm.update, 1)
     minibatch_steps = cfg.agent.num_learning_epochs * cfg.agent.num_mini_batches
     print(json.dumps({
         "task": args.task, "num_envs": args.num_envs,

@@ -114,11 +114,10 @@ def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
     torch.manual_seed(0)  # identical initial weights on every rank
     policy = ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True)
     cfg = AgentConfig(num_learning_epochs=3, num_mini_batches=1, sync=sync, learning_rate=1e-3)
-    ppo = PPO(policy, cfg, ctx)
     data = _rollout(envs)
     last_values = data.pop("last_values")
-    buf = RolloutBuffer(**data, step=6)
-    sums = ppo.update(buf, last_values)
+    ppo = PPO(policy, cfg, ctx, num_envs=last_values.numel())
+    sums = ppo.update_on(RolloutBuffer(**data, step=6), last_values)
     state = {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
     return state | {f"sums/{k}": v for k, v in sums.items()}
 

@@ -126,7 +126,7 @@ def test_actor_and_critic_gradients_are_clipped_separately():
 
     policy = ActorCritic(3, 4, 2, (8,), (8,), "elu", 1.0, normalize=False)
     cfg = AgentConfig(max_grad_norm=1.0, clip_networks_separately=True)
-    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")))
+    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")), num_envs=1)
     for p in policy.parameters():
         p.grad.fill_(1.0)  # in place: the gradients are views into PPO's flat buffer
     actor = [*policy.actor.parameters(), policy.log_std]
@@ -145,7 +145,7 @@ def test_actor_and_critic_gradients_are_clipped_separately():
 
     # The global clip scales both together, down to a norm of 1 in all.
     cfg = AgentConfig(max_grad_norm=1.0, clip_networks_separately=False)
-    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")))
+    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")), num_envs=1)
     for p in policy.parameters():
         p.grad.fill_(1.0)
     for p in policy.critic.parameters():

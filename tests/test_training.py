@@ -11,11 +11,11 @@ import yaml
 from conftest import WARM_UP, last_json, read_jsonl, run_cli, run_main
 
 from mjrl.envs import VecEnv
+from mjrl.rl import build_actor_critic
 from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
 from mjrl.runner.config import TrainConfig, apply_dict
 from mjrl.runner.evaluate import run_episodes
 from mjrl.runner.play import PlayConfig, evaluate, trained_env_config
-from mjrl.runner.runner import build_policy
 from mjrl.tasks import load_task
 
 TASK = "Mjrl-Cartpole-Balance"
@@ -93,7 +93,7 @@ def untrained_return(run_dir: Path) -> float:
     env_cfg = dataclasses.replace(cfg.env, num_envs=16, obs_noise=False, random_initial_episode_length=False)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
     torch.manual_seed(0)
-    policy = build_policy(env, cfg, torch.device("cpu"))
+    policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.agent, torch.device("cpu"))
 
     returns = run_episodes(env, policy, 16).returns
     return sum(returns) / len(returns)
@@ -111,13 +111,17 @@ def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
     env_cfg = dataclasses.replace(cfg.env, num_envs=4)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"))
     obs = env.obs["actor"] * 3.0  # off the mean, so the normaliser matters
-    first, second = build_policy(env, cfg, torch.device("cpu")), build_policy(env, cfg, torch.device("cpu"))
+
+    def build() -> torch.nn.Module:
+        return build_actor_critic(env.obs_dims, env.num_actions, cfg.agent, torch.device("cpu"))
+
+    first, second = build(), build()
     first.load_state_dict(state["policy"])
     torch.save(first.state_dict(), tmp_path / "copy.pt")
     second.load_state_dict(torch.load(tmp_path / "copy.pt", weights_only=True))
     assert torch.equal(first.act_deterministic(obs), second.act_deterministic(obs))
     assert first.actor_normalizer.count > 0  # the normaliser travelled with the weights
-    fresh = build_policy(env, cfg, torch.device("cpu"))
+    fresh = build()
     assert not torch.equal(fresh.act_deterministic(obs), first.act_deterministic(obs))
 
 

@@ -8,6 +8,7 @@ import math
 import torch
 from torch import nn
 
+from mjrl.rl.config import AgentConfig
 from mjrl.rl.normalizer import RunningNormalizer
 
 ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}
@@ -89,6 +90,23 @@ class ActorCritic(nn.Module):
     def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
         """The policy mean for raw (unnormalised) observations: what `play` and deployment use."""
         return self.actor(self.normalize_actor(raw_actor_obs))
+
+
+def build_actor_critic(
+    obs_dims: dict[str, int], num_actions: int, cfg: AgentConfig, device: torch.device
+) -> ActorCritic:
+    """The actor-critic of `cfg` for an env's observation groups (`actor`, `critic`) and actions."""
+    return ActorCritic(
+        obs_dims["actor"],
+        obs_dims["critic"],
+        num_actions,
+        cfg.actor_hidden_dims,
+        cfg.critic_hidden_dims,
+        cfg.activation,
+        cfg.init_noise_std,
+        cfg.normalize_observations,
+        cfg.obs_std_offset,
+    ).to(device)
 
 
 class DeployedActor(nn.Module):

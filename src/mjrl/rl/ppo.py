@@ -1,24 +1,28 @@
 """Proximal Policy Optimisation: rollout storage, GAE and the update, in one file.
 
 Read top to bottom: `RolloutBuffer` holds one iteration's data, `compute_gae` turns rewards
-into advantages and returns, `PPO.update` runs epochs x minibatches of clipped-surrogate
-steps. Every statistic that must agree across ranks goes through `ctx` (the distributed
-context); with one process those reductions are the identity.
+into advantages and returns, `PPO` collects into its buffer through the `Algorithm` interface
+(`act`, `process_env_step`, `compute_returns`) and `PPO.update` runs epochs x minibatches of
+clipped-surrogate steps. Every statistic that must agree across ranks goes through `ctx` (the
+distributed context); with one process those reductions are the identity.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack, split_like
+from mjrl.rl.algorithm import Observations
 from mjrl.rl.config import AgentConfig
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
 from mjrl.rl.optim import Adam
-from mjrl.rl.statistics import STEP_STATISTICS, rollout_sums
+from mjrl.rl.statistics import STEP_STATISTICS, rollout_sums, update_metrics
 
 
 @dataclasses.dataclass
@@ -56,9 +60,12 @@ class RolloutBuffer:
             zeros(num_actions),
         )
 
-    def add(self, **fields: torch.Tensor) -> None:
+    def store(self, **fields: torch.Tensor) -> None:
+        """Write fields of the current step (the step advances with `next_step`)."""
         for name, value in fields.items():
             getattr(self, name)[self.step].copy_(value)
+
+    def next_step(self) -> None:
         self.step += 1
 
 
@@ -117,12 +124,20 @@ class NonFiniteUpdate(RuntimeError):
 
 
 class PPO:
+    """PPO as an `Algorithm`: the runner calls `act` and `process_env_step` at every env step,
+    then `compute_returns` and `update`."""
+
     MAX_CONSECUTIVE_SKIPS = 5
 
-    def __init__(self, policy: ActorCritic, cfg: AgentConfig, ctx: DistContext):
+    def __init__(self, policy: ActorCritic, cfg: AgentConfig, ctx: DistContext, num_envs: int):
         self.policy = policy
         self.cfg = cfg
         self.ctx = ctx
+        actor_dim, critic_dim = policy.actor[0].in_features, policy.critic[0].in_features
+        self.storage = RolloutBuffer.allocate(
+            cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, policy.log_std.numel(), ctx.device
+        )
+        self.last_values = torch.zeros(num_envs, device=ctx.device)
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
         # Every gradient is a view into one flat buffer, the actor's (with its log-std) first,
@@ -138,28 +153,93 @@ class PPO:
         self.generator = torch.Generator(device=ctx.device)
         self.consecutive_skips = 0
 
+    # ------------------------------------------------------------------------ collection
+
     @torch.no_grad()
-    def act(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Sample actions for raw observations; returns what the buffer stores."""
-        dist = self.policy.distribution(self.policy.normalize_actor(actor_obs))
-        actions = dist.sample()
-        return {
-            "actions": actions,
-            "log_probs": dist.log_prob(actions),
-            "values": self.policy.value(self.policy.normalize_critic(critic_obs)),
-            "action_mean": dist.mean,
-            "action_std": dist.stddev,
-        }
+    def act(self, obs: Observations) -> torch.Tensor:
+        """Sample actions for raw observations (noise from this PPO's own generator) and store
+        what the update needs of this step."""
+        dist = self.policy.distribution(self.policy.normalize_actor(obs["actor"]))
+        actions = dist.sample(self.generator)
+        self.storage.store(
+            actor_obs=obs["actor"],
+            critic_obs=obs["critic"],
+            actions=actions,
+            log_probs=dist.log_prob(actions),
+            values=self.value(obs["critic"]),
+            action_mean=dist.mean,
+            action_std=dist.stddev,
+        )
+        return actions
+
+    @torch.no_grad()
+    def process_env_step(
+        self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, extras: dict[str, Any]
+    ) -> None:
+        # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
+        # gets the discounted value of its true final observation.
+        rewards = rewards + self.cfg.gamma * self.value(extras["final_obs"]["critic"]) * truncated
+        self.storage.store(rewards=rewards, dones=(terminated | truncated).float())
+        self.storage.next_step()
+
+    @torch.no_grad()
+    def compute_returns(self, obs: Observations) -> None:
+        self.last_values = self.value(obs["critic"])
 
     @torch.no_grad()
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         return self.policy.value(self.policy.normalize_critic(critic_obs))
 
-    def update(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
-        """One PPO update on the rollout. Returns this rank's sums by name: over its minibatch
+    @torch.no_grad()
+    def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
+        """Start the observation normalisers from one rollout of the untrained policy (every
+        rank's), not from the first observations alone; returns the env steps it took. With
+        `steps` 0 it merges the first observations only (`AgentConfig.warm_up_normalizers` off).
+
+        At a reset every robot is near its home pose, so statistics of the first observations
+        are far too narrow (the quadruped's joint velocities: std 1.4 there against 5.9 under the
+        first policy). Normalised with them, iteration 0's inputs were twice as large as later
+        ones and its first update moved the policy by a KL of 0.3 against about 0.013
+        afterwards, which drove the adaptive learning rate to its floor. Features that still do
+        not vary (a last action before any action) keep unit variance: their scale is unknown,
+        and a tiny one would blow up the first rollout's deviations."""
+        normalizers = {"actor": self.policy.actor_normalizer, "critic": self.policy.critic_normalizer}
+        normalizers = {group: n for group, n in normalizers.items() if n is not None}
+
+        def merge(group: str, seen: torch.Tensor) -> None:
+            normalizer = normalizers[group]
+            normalizer.reset()
+            merge_into(normalizer, seen, self.ctx)
+            normalizer.var.masked_fill_(normalizer.var < 1e-6, 1.0)
+
+        # The warm-up policy sees the first observations' statistics; then all of them replace those.
+        seen = {group: [obs[group]] for group in normalizers}
+        for group in normalizers:
+            merge(group, obs[group])
+        for _ in range(steps if normalizers else 0):
+            obs = step(self.act(obs))
+            for group in normalizers:
+                seen[group].append(obs[group])
+        for group in normalizers:
+            merge(group, torch.cat(seen[group]))
+        return steps if normalizers else 0
+
+    # ---------------------------------------------------------------------------- update
+
+    def update(self) -> dict[str, torch.Tensor]:
+        """One PPO update on the collected rollout (see `update_on`); the buffer starts over."""
+        sums = self.update_on(self.storage, self.last_values)
+        self.storage.step = 0
+        return sums
+
+    def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
+        return update_metrics(totals)
+
+    def update_on(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One PPO update on a rollout. Returns this rank's sums by name: over its minibatch
         steps (`STEP_STATISTICS`, the learning rate, the step count) and over its rollout (for the
         explained variance), for the caller to pool over ranks with its other metrics and turn
-        into means with `mjrl.rl.statistics.update_metrics`."""
+        into means with `update_metrics`."""
         cfg = self.cfg
         self._attach_gradients()
         advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
@@ -313,6 +393,38 @@ class PPO:
             self._adapt_learning_rate(mean["kl"].item())
 
     # ------------------------------------------------------------------------------ common
+
+    def inference_policy(self) -> ActorCritic:
+        return self.policy
+
+    def log_values(self) -> dict[str, float]:
+        return {"learning_rate": self.learning_rate, "action_std": self.policy.log_std.exp().mean().item()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint entries `policy`, `optimizer` and `learning_rate` (the generator is
+        checkpointed by the runner, with the other random streams)."""
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "learning_rate": self.learning_rate,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
+        self.policy.load_state_dict(state["policy"])
+        if not weights_only:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.set_learning_rate(state["learning_rate"])
+
+    def broadcast_from_main(self) -> None:
+        """Weights, normaliser statistics and Adam's moments as tensors, then the learning rate."""
+        if not self.ctx.is_distributed:
+            return
+        self.ctx.broadcast_tensors([*self.policy.state_dict().values(), *self.optimizer.tensors()])
+        rate = NamedPack(torch.float64, self.ctx.device).add("learning_rate", self.learning_rate).broadcast(self.ctx)
+        self.set_learning_rate(rate["learning_rate"].item())
+
+    def parameters(self) -> list[torch.Tensor]:
+        return self.params
 
     def parameter_checksum(self) -> torch.Tensor:
         """Two int64 sums over the raw bits of every parameter: equal on two ranks only if their

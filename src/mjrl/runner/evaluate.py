@@ -159,15 +159,16 @@ def load_trained(
 ) -> tuple[VecEnv, ActorCritic]:
     """An env built from `env_cfg` and the checkpoint's policy on it, in eval mode: what `play`,
     videos and export start from."""
+    from mjrl.rl import build_actor_critic
     from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.start import build_policy, restore_policy
+    from mjrl.runner.start import load_weights
 
     saved = state["config"]
     # Checkpoints from before `obs_std_offset` existed were normalised without an offset.
     saved = {**saved, "agent": {"obs_std_offset": 0.0, **saved.get("agent", {})}}
     train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), saved)
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
-    policy = build_policy(env, train_cfg, device)
-    restore_policy(policy, state, source)
+    policy = build_actor_critic(env.obs_dims, env.num_actions, train_cfg.agent, device)
+    load_weights(lambda: policy.load_state_dict(state["policy"]), source)
     policy.eval()
     return env, policy

@@ -1,7 +1,9 @@
-"""The training loop: collect a rollout, update PPO, log, checkpoint, repeat.
+"""The training loop: collect a rollout, update the algorithm, log, checkpoint, repeat.
 
-`train()` is the whole job of one rank. It validates the config, resolves a resume, builds env,
-policy and PPO, then runs `Runner.run()`. Only the main rank writes anything to disk.
+`train()` is the whole job of one rank. It validates the config, resolves a resume, builds the
+env and the algorithm, then runs `Runner.run()`. The loop drives the algorithm through the
+`mjrl.rl.Algorithm` interface alone (PPO is one implementation). Only the main rank writes
+anything to disk.
 """
 
 from __future__ import annotations
@@ -20,9 +22,7 @@ import torch
 from mjrl.distributed import DistContext
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.envs import Task, VecEnv, check_task_spec
-from mjrl.rl.config import AgentConfig
-from mjrl.rl.ppo import PPO, RolloutBuffer
-from mjrl.rl.statistics import update_metrics
+from mjrl.rl import AgentConfig, Algorithm, make_algorithm
 from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.runner.config import TrainConfig, to_dict, validate
 from mjrl.runner.evaluate import run_episodes
@@ -30,14 +30,7 @@ from mjrl.runner.export import default_output, export_policy
 from mjrl.runner.faults import Fault, nan_actions
 from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
 from mjrl.runner.outputs import RunOutputs
-from mjrl.runner.start import (
-    agree_on_run,
-    build_policy,
-    reseed_after_resume,
-    restore_policy_everywhere,
-    seed_everything,
-    warm_up_normalizers,
-)
+from mjrl.runner.start import agree_on_run, reseed_after_resume, restore_weights_everywhere, seed_everything
 from mjrl.runner.state import TrainingState, checkpoint_contents, restore_training_state, sync_from_main
 
 
@@ -48,7 +41,7 @@ class Runner:
         cfg: TrainConfig,
         ctx: DistContext,
         env: VecEnv,
-        ppo: PPO,
+        algorithm: Algorithm,
         run_dir: Path,
         state: TrainingState,
         resumed: bool,
@@ -62,17 +55,9 @@ class Runner:
         self.resumed_at = state.iteration if resumed else None
         self.ctx = ctx
         self.env = env
-        self.ppo = ppo
+        self.algorithm = algorithm
         self.run_dir = run_dir
         self.state = state
-        self.buffer = RolloutBuffer.allocate(
-            cfg.agent.num_steps_per_env,
-            env.num_envs,
-            env.obs_dims["actor"],
-            env.obs_dims["critic"],
-            env.num_actions,
-            ctx.device,
-        )
         self.outputs = RunOutputs(ctx, run_dir)
         self.fault = Fault.parse(cfg.fault)
         self.corrupt_actions = False  # this iteration's actions are corrupted (--fault nan@...)
@@ -100,10 +85,10 @@ class Runner:
                     clips.start(self.state.iteration)
                 t0 = self._clock()
                 comm_before = self.ctx.comm.seconds
-                last_values = self.collect()
+                self.collect()
                 t1 = self._clock()
                 with self._update_threads():
-                    update_sums = self.ppo.update(self.buffer, last_values)
+                    update_sums = self.algorithm.update()
                 t2 = self._clock()
                 collective_s = self.ctx.comm.seconds - comm_before
                 metrics, stop_signal = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
@@ -134,7 +119,7 @@ class Runner:
             self.outputs.close(wait_for_clips=not self.stop.requested)
         return {
             "rank": self.ctx.rank,
-            "parameters_sha256": parameters_sha256(self.ppo.policy),
+            "parameters_sha256": parameters_sha256(self.algorithm.inference_policy()),
             "run_dir": str(self.run_dir),
             "iterations": self.state.iteration,
             "env_steps": self.state.env_steps,
@@ -164,32 +149,22 @@ class Runner:
             torch.set_num_threads(before)
 
     @torch.no_grad()
-    def collect(self) -> torch.Tensor:
-        """Fill the rollout buffer; returns the values of the observations after the last step."""
-        env, ppo, buf, gamma, clips = self.env, self.ppo, self.buffer, self.cfg.agent.gamma, self.outputs.clips
-        buf.step = 0
+    def collect(self) -> None:
+        """One rollout: the algorithm acts and sees each step's outcome, then its returns."""
+        env, algorithm, clips = self.env, self.algorithm, self.outputs.clips
         obs = env.obs
         for _ in range(self.cfg.agent.num_steps_per_env):
             self.ctx.progress()
             if self.stop.requested and not self.saved_on_stop:
                 self._save_on_stop()
-            out = ppo.act(obs["actor"], obs["critic"])
-            actions = nan_actions(out["actions"]) if self.corrupt_actions else out["actions"]
-            next_obs, reward, terminated, truncated, extras = env.step(actions)
+            actions = algorithm.act(obs)
+            if self.corrupt_actions:
+                actions = nan_actions(actions)
+            obs, rewards, terminated, truncated, extras = env.step(actions)
             if clips is not None and clips.recording:
                 clips.record(env.sim.qpos)
-            # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
-            # gets the discounted value of its true final observation.
-            reward = reward + gamma * ppo.value(extras["final_obs"]["critic"]) * truncated
-            buf.add(
-                actor_obs=obs["actor"],
-                critic_obs=obs["critic"],
-                rewards=reward,
-                dones=(terminated | truncated).float(),
-                **out,
-            )
-            obs = next_obs
-        return ppo.value(obs["critic"])
+            algorithm.process_env_step(rewards, terminated, truncated, extras)
+        algorithm.compute_returns(obs)
 
     # -------------------------------------------------------------------------- metrics
 
@@ -216,9 +191,8 @@ class Runner:
             **episode_metrics(totals),
             "steps_per_second": step_count / (totals["collection_s"] + totals["learning_s"]),
             **{name: totals[name] for name in timings},
-            **update_metrics(totals),
-            "learning_rate": self.ppo.learning_rate,
-            "action_std": self.ppo.policy.log_std.exp().mean().item(),
+            **self.algorithm.update_metrics(totals),
+            **self.algorithm.log_values(),
             **term_metrics(totals, env.term_names()),
             **gauge_metrics(totals),
         }
@@ -236,7 +210,7 @@ class Runner:
             )
             self.eval_env = VecEnv(env_cfg, self.task.build(env_cfg), self.ctx.device, seed=self.cfg.seed + 1_000_003)
         start = time.perf_counter()
-        env, policy = self.eval_env, self.ppo.policy
+        env, policy = self.eval_env, self.algorithm.inference_policy()
         episodes = run_episodes(env, policy, env.num_envs, self.task.play_metrics, self.ctx.progress)
         summary = {k: v for k, v in episodes.summary().items() if k not in ("min_return", "max_return")}
         return {**{f"eval/{k}": v for k, v in summary.items()}, "eval/seconds": time.perf_counter() - start}
@@ -253,7 +227,7 @@ class Runner:
             "env_steps": self.state.env_steps,
         }
         out = default_output(self.run_dir, self.cfg.export)
-        export_policy(self.env, self.ppo.policy, self.cfg.export, out, source)
+        export_policy(self.env, self.algorithm.inference_policy(), self.cfg.export, out, source)
         print(f"exported {out}", flush=True)
 
     def _inject_fault(self) -> None:
@@ -261,13 +235,13 @@ class Runner:
         due = self.fault is not None and self.fault.due(self.ctx.rank, self.state.iteration, self.ctx.restart_count)
         self.corrupt_actions = due and self.fault.kind == "nan"
         if due and self.fault.kind != "nan":
-            self.fault.trigger(self.ppo.params)
+            self.fault.trigger(self.algorithm.parameters())
 
     def _check_replicas(self) -> None:
         interval = self.cfg.agent.replica_check_interval
         if not self.ctx.is_distributed or interval <= 0 or self.state.iteration % interval:
             return
-        sums = self.ctx.all_gather(self.ppo.parameter_checksum())
+        sums = self.ctx.all_gather(self.algorithm.parameter_checksum())
         differ = [r for r in range(self.ctx.world_size) if not torch.equal(sums[r], sums[0])]
         if differ:
             raise ReplicaMismatch(
@@ -288,7 +262,8 @@ class Runner:
             return None
         self.outputs.sync()
         path = checkpoint_path(self.run_dir, self.state.iteration)
-        save_checkpoint(path, checkpoint_contents(self.task_name, to_dict(self.cfg), self.state, self.env, self.ppo))
+        contents = checkpoint_contents(self.task_name, to_dict(self.cfg), self.state, self.env, self.algorithm)
+        save_checkpoint(path, contents)
         self.last_checkpoint = path
         return path
 
@@ -323,18 +298,29 @@ def train(
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
     ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
-    policy = build_policy(env, cfg, ctx.device)
-    ppo = PPO(policy, cfg.agent, ctx)
-    ppo.generator.manual_seed(cfg.seed + ctx.rank)
-    restore_policy_everywhere(ctx, policy, checkpoint, source)
-    state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, ppo, env)
-    state = sync_from_main(ctx, ppo, state)
+    algorithm = make_algorithm(cfg.agent, env.obs_dims, env.num_actions, env.num_envs, ctx)
+    algorithm.generator.manual_seed(cfg.seed + ctx.rank)
+    restore_weights_everywhere(ctx, algorithm, checkpoint, source)
+    state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, algorithm, env)
+    state = sync_from_main(ctx, algorithm, state)
     if resumed and checkpoint is None:
         # Ranks other than 0 continue with fresh random streams of their own.
-        reseed_after_resume(cfg.seed + ctx.rank, state.iteration, env.generator, ppo.generator)
+        reseed_after_resume(cfg.seed + ctx.rank, state.iteration, env.generator, algorithm.generator)
     if not resumed:
-        warm_up_steps = cfg.agent.num_steps_per_env if cfg.agent.warm_up_normalizers else 0
-        state.env_steps = warm_up_normalizers(env, ppo, ctx, warm_up_steps)
+        state.env_steps = warm_up(env, algorithm, ctx, cfg.agent)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {state.iteration}", flush=True)
-    return Runner(task, cfg, ctx, env, ppo, run_dir, state, resumed, stop or StopFlag(), given).run()
+    return Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given).run()
+
+
+def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: AgentConfig) -> int:
+    """The algorithm's warm-up before a fresh run's first iteration (PPO's normalisers: one
+    rollout with `warm_up_normalizers`, else the first observations); returns the env steps it
+    took on every rank."""
+
+    def step(actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        return env.step(actions)[0]
+
+    steps = algorithm.warm_up(env.obs, step, cfg.num_steps_per_env if cfg.warm_up_normalizers else 0)
+    env.pop_term_stats()  # the warm-up's reward terms are not iteration 0's
+    return steps * env.num_envs * ctx.world_size

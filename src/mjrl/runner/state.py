@@ -18,7 +18,7 @@ import torch
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack
 from mjrl.envs import VecEnv
-from mjrl.rl.ppo import PPO
+from mjrl.rl import Algorithm
 
 
 @dataclasses.dataclass
@@ -37,27 +37,30 @@ class TrainingState:
 
 @dataclasses.dataclass(frozen=True)
 class RngStates:
-    """Every random stream of a rank: torch's global one (action noise), the env's (resets,
-    observation noise), PPO's (minibatch order) and, on a GPU, CUDA's."""
+    """Every random stream of a rank: the env's (resets, observation noise), the algorithm's
+    (action noise, minibatch order), torch's global one and, on a GPU, CUDA's. Training draws
+    nothing from the global ones; they are kept so that code a task adds which does, does so
+    reproducibly."""
 
     torch: torch.Tensor
     """`torch.get_rng_state()`."""
     env: dict[str, Any]
     """The env's generator (`generator_state`)."""
     ppo: dict[str, Any]
-    """PPO's generator (`generator_state`)."""
+    """The algorithm's generator (`generator_state`); the key is that of the checkpoints
+    written when PPO was the only algorithm."""
     cuda: torch.Tensor | None = None
     """`torch.cuda.get_rng_state(device)` on a GPU, else None."""
 
     @classmethod
-    def capture(cls, env: VecEnv, ppo: PPO) -> RngStates:
+    def capture(cls, env: VecEnv, algorithm: Algorithm) -> RngStates:
         cuda = torch.cuda.get_rng_state(env.device) if env.device.type == "cuda" else None
-        return cls(torch.get_rng_state(), generator_state(env.generator), generator_state(ppo.generator), cuda)
+        return cls(torch.get_rng_state(), generator_state(env.generator), generator_state(algorithm.generator), cuda)
 
-    def restore(self, env: VecEnv, ppo: PPO) -> None:
+    def restore(self, env: VecEnv, algorithm: Algorithm) -> None:
         torch.set_rng_state(self.torch)
         set_generator_state(env.generator, self.env)
-        set_generator_state(ppo.generator, self.ppo)
+        set_generator_state(algorithm.generator, self.ppo)
         if self.cuda is not None and env.device.type == "cuda":
             torch.cuda.set_rng_state(self.cuda, env.device)
 
@@ -71,19 +74,18 @@ class RngStates:
 
 
 def checkpoint_contents(
-    task_name: str, config: dict[str, Any], state: TrainingState, env: VecEnv, ppo: PPO
+    task_name: str, config: dict[str, Any], state: TrainingState, env: VecEnv, algorithm: Algorithm
 ) -> dict[str, Any]:
-    """What a checkpoint holds: the run's counters, random streams, weights and optimizer, and
-    the config it was trained with (`config`, as `to_dict` makes it)."""
+    """What a checkpoint holds: the run's counters, random streams, the algorithm's state (for
+    PPO: weights, optimizer, learning rate) and the config it was trained with (`config`, as
+    `to_dict` makes it)."""
     checkpoint = {
         "task": task_name,
         "iteration": state.iteration,
         "env_steps": state.env_steps,
         "wall_s": state.wall_s,
-        "learning_rate": ppo.learning_rate,
-        "policy": ppo.policy.state_dict(),
-        "optimizer": ppo.optimizer.state_dict(),
-        "rng": RngStates.capture(env, ppo).to_dict(),
+        **algorithm.state_dict(),
+        "rng": RngStates.capture(env, algorithm).to_dict(),
         "config": config,
         "wandb_id": state.tracker_id,
         "obs_dims": dict(env.obs_dims),
@@ -96,15 +98,14 @@ def checkpoint_contents(
     return checkpoint
 
 
-def restore_training_state(checkpoint: dict[str, Any], ppo: PPO, env: VecEnv) -> TrainingState:
-    """Continue where the checkpoint stopped: optimizer, learning rate and random streams are
-    restored in place (the weights were, before: `start.restore_policy_everywhere`); returns
-    the run's counters."""
-    ppo.optimizer.load_state_dict(checkpoint["optimizer"])
-    ppo.set_learning_rate(checkpoint["learning_rate"])
+def restore_training_state(checkpoint: dict[str, Any], algorithm: Algorithm, env: VecEnv) -> TrainingState:
+    """Continue where the checkpoint stopped: the algorithm's whole state and the random
+    streams are restored in place (the weights were, before: `start.restore_weights_everywhere`);
+    returns the run's counters."""
+    algorithm.load_state_dict(checkpoint)
     # Before the random streams: the envs restart their episodes on their saved rows.
     env.load_curriculum_state(checkpoint.get("curriculum", {}))
-    RngStates.from_dict(checkpoint["rng"]).restore(env, ppo)
+    RngStates.from_dict(checkpoint["rng"]).restore(env, algorithm)
     return TrainingState(
         iteration=checkpoint["iteration"],
         env_steps=checkpoint["env_steps"],
@@ -113,16 +114,15 @@ def restore_training_state(checkpoint: dict[str, Any], ppo: PPO, env: VecEnv) ->
     )
 
 
-def sync_from_main(ctx: DistContext, ppo: PPO, state: TrainingState) -> TrainingState:
-    """Put every rank in lockstep with rank 0: weights, normaliser statistics and optimizer
-    state are broadcast as tensors, then the counters and the learning rate in one broadcast."""
+def sync_from_main(ctx: DistContext, algorithm: Algorithm, state: TrainingState) -> TrainingState:
+    """Put every rank in lockstep with rank 0: the algorithm's learning state, then the
+    counters in one broadcast."""
     if not ctx.is_distributed:
         return state
-    ctx.broadcast_tensors([*ppo.policy.state_dict().values(), *ppo.optimizer.tensors()])
+    algorithm.broadcast_from_main()
     pack = NamedPack(torch.float64, ctx.device)
     pack.add("iteration", state.iteration).add("env_steps", state.env_steps).add("wall_s", state.wall_s)
-    main = {name: value.item() for name, value in pack.add("learning_rate", ppo.learning_rate).broadcast(ctx).items()}
-    ppo.set_learning_rate(main["learning_rate"])
+    main = {name: value.item() for name, value in pack.broadcast(ctx).items()}
     return dataclasses.replace(
         state, iteration=int(main["iteration"]), env_steps=int(main["env_steps"]), wall_s=main["wall_s"]
     )

@@ -1,0 +1,95 @@
+"""The contract between the training loop and a learning algorithm.
+
+The runner drives any algorithm through `Algorithm` alone. One iteration is:
+
+    for each of the rollout's steps:
+        actions = algorithm.act(obs)
+        obs, rewards, terminated, truncated, extras = env.step(actions)
+        algorithm.process_env_step(rewards, terminated, truncated, extras)
+    algorithm.compute_returns(obs)
+    sums = algorithm.update()
+
+An algorithm owns everything it learns with: its networks, optimizer and rollout storage, how it
+bootstraps time-outs, and its random generator (action noise, minibatch order), which the
+runner seeds per rank and checkpoints. It owns the collectives of its update too (it is given
+the `DistContext`); the runner pools only the sums `update` returns, with its other metrics, in
+the iteration's one gather. PPO (`mjrl.rl.ppo`) is the first implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import torch
+
+from mjrl.rl.networks import ActorCritic
+
+Observations = Mapping[str, torch.Tensor]
+"""Observation groups by name, (num_envs, dim) each: `actor`, `critic` and any a task adds."""
+
+
+class Algorithm(Protocol):
+    generator: torch.Generator
+    """The algorithm's own random stream. The runner seeds it per rank and checkpoints it (under
+    `rng.ppo`, the key of checkpoints written before the interface existed)."""
+
+    def act(self, obs: Observations) -> torch.Tensor:
+        """Actions for the envs' current observations (raw, as the env returns them); the
+        algorithm keeps what it needs of this step until `process_env_step`."""
+        ...
+
+    def process_env_step(
+        self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, extras: dict[str, Any]
+    ) -> None:
+        """The outcome of the last `act`: (num_envs,) rewards and done flags, and the env's
+        extras (`final_obs`: the observations an episode ended with, before its reset)."""
+        ...
+
+    def compute_returns(self, obs: Observations) -> None:
+        """The rollout is complete; `obs` are the observations after its last step."""
+        ...
+
+    def update(self) -> dict[str, torch.Tensor]:
+        """Learn from the rollout. Returns this rank's statistics as sums by name, for the runner
+        to pool over ranks; `update_metrics` turns the pooled sums into logged figures."""
+        ...
+
+    def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
+        """The logged figures of an update from its sums pooled over every rank."""
+        ...
+
+    def log_values(self) -> dict[str, float]:
+        """Figures of the current state logged each iteration (learning rate, action std)."""
+        ...
+
+    def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
+        """Once, before the first iteration of a fresh run, with up to `steps` env steps:
+        `step(actions)` steps the envs and returns their observations. Returns the steps taken.
+        PPO starts its observation normalisers here."""
+        ...
+
+    def inference_policy(self) -> ActorCritic:
+        """The policy that `play`, the periodic evaluation and export run (deterministically)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the algorithm, as top-level checkpoint entries."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
+        """Restore from a checkpoint: the weights alone, or everything `state_dict` wrote.
+        Raises RuntimeError when the weights do not fit the configured networks."""
+        ...
+
+    def broadcast_from_main(self) -> None:
+        """Make every rank's learning state (weights, normalisers, optimizer) rank 0's."""
+        ...
+
+    def parameter_checksum(self) -> torch.Tensor:
+        """A small tensor, equal on two ranks only if their parameters are bit-identical."""
+        ...
+
+    def parameters(self) -> list[torch.Tensor]:
+        """The trained parameters (for fault injection in tests)."""
+        ...

@@ -1,0 +1,71 @@
+"""The seam between the training loop and the algorithm: the runner drives PPO through the
+`Algorithm` interface alone, and the learner draws only from generators it owns."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import torch
+
+import mjrl.runner
+from mjrl.distributed.context import single_process
+from mjrl.envs import VecEnv
+from mjrl.rl import make_algorithm
+from mjrl.tasks import load_task
+
+TASK = load_task("Mjrl-Cartpole-Balance")
+# What only PPO itself may use: its module, its update's statistics, normaliser and optimizer.
+ALGORITHM_INTERNALS = ("mjrl.rl.ppo", "mjrl.rl.statistics", "mjrl.rl.normalizer", "mjrl.rl.optim")
+# The loop itself; play, evaluation, export, video and plots work on a trained policy.
+LOOP_MODULES = ("runner", "state", "start", "job", "metrics", "outputs", "loggers", "checkpoint", "run_dir", "faults")
+
+
+def imported_modules(path: Path) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return modules
+
+
+def test_the_training_loop_imports_no_algorithm_internals():
+    package = Path(mjrl.runner.__file__).parent
+    checked = 0
+    for name in LOOP_MODULES:
+        found = imported_modules(package / f"{name}.py")
+        leaks = sorted(m for m in found if m.startswith(ALGORITHM_INTERNALS))
+        assert not leaks, f"runner/{name}.py imports {leaks}"
+        checked += 1
+    assert checked == len(LOOP_MODULES)
+    assert "mjrl.rl.make_algorithm" in imported_modules(package / "runner.py")  # built through the interface
+
+
+def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
+    """Collect a rollout and update, as the runner does; with `draw_from_global`, other code
+    draws from torch's global generator (reseeded differently) at every step in between."""
+    cfg = dataclasses.replace(TASK.env_cfg, num_envs=8)
+    agent = dataclasses.replace(TASK.agent_cfg, num_steps_per_env=8, num_mini_batches=2)
+    env = VecEnv(cfg, TASK.build(cfg), torch.device("cpu"), seed=seed)
+    torch.manual_seed(seed)  # the initial weights, as `train` seeds them
+    algorithm = make_algorithm(agent, env.obs_dims, env.num_actions, env.num_envs, single_process("cpu"))
+    algorithm.generator.manual_seed(seed)
+    obs = env.obs
+    for step in range(agent.num_steps_per_env):
+        if draw_from_global:
+            torch.manual_seed(1000 + step)
+            torch.rand(100)
+        obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
+        algorithm.process_env_step(rewards, terminated, truncated, extras)
+    algorithm.compute_returns(obs)
+    algorithm.update()
+    return torch.cat([p.detach().flatten() for p in algorithm.parameters()])
+
+
+def test_training_draws_nothing_from_torchs_global_generator():
+    quiet = one_iteration(seed=3, draw_from_global=False)
+    assert torch.equal(quiet, one_iteration(seed=3, draw_from_global=True))
+    assert not torch.equal(quiet, one_iteration(seed=4, draw_from_global=False))  # the seed does matter
