@@ -38,10 +38,8 @@ def main() -> None:
     cfg = task.env_cfg
     robot = dataclasses.replace(cfg.robot, mjcf=args.mjcf) if args.mjcf else cfg.robot
     randomization = dataclasses.replace(cfg.randomization, push_velocity=args.push_velocity)
-    cfg = dataclasses.replace(
-        cfg, num_envs=args.num_envs, obs_noise=args.obs_noise, random_initial_episode_length=False,
-        randomization=randomization, robot=robot,
-    )  # fmt: skip
+    cfg = dataclasses.replace(cfg, randomization=randomization, robot=robot)
+    cfg = cfg.for_evaluation(args.num_envs, args.obs_noise)
     state = load_checkpoint(args.checkpoint)
     env, policy = load_trained(task, state, args.checkpoint, cfg, torch.device("cpu"), seed=5)
     critic_terms = env.obs_term_slices("critic")

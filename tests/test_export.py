@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -55,9 +54,7 @@ def real_observations(task_name: str, run_dir: Path, steps: int = 10):
     """The trained policy, its env, and a batch of actor observations that the policy visited."""
     task = load_task(task_name)
     path, state = load_newest_checkpoint(run_dir)
-    env_cfg = dataclasses.replace(
-        trained_env_config(task, state), num_envs=8, obs_noise=False, random_initial_episode_length=False
-    )
+    env_cfg = trained_env_config(task, state).for_evaluation(8)
     env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
     batches, obs = [], env.obs["actor"]
     with torch.no_grad():

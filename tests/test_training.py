@@ -90,7 +90,7 @@ def untrained_return(run_dir: Path) -> float:
 
     task = load_task(TASK)
     cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
-    env_cfg = dataclasses.replace(cfg.env, num_envs=16, obs_noise=False, random_initial_episode_length=False)
+    env_cfg = cfg.env.for_evaluation(16)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
     torch.manual_seed(0)
     policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.agent, torch.device("cpu"))

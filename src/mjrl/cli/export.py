@@ -58,9 +58,7 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     out = Path(cfg.out) if cfg.out else default_output(run_dir, cfg.format)
     if out.is_dir():
         raise UsageError(f"--out {out} is a directory; give the model file's path")
-    env_cfg = dataclasses.replace(
-        trained_env_config(task, state), num_envs=1, obs_noise=False, random_initial_episode_length=False
-    )
+    env_cfg = trained_env_config(task, state).for_evaluation(1)
     env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
     source = {
         "task": task.name,

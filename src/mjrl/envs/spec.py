@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self
 
 import torch
 
@@ -48,6 +48,12 @@ class EnvConfig:
     }
     """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`); a task's subclass
     adds its own."""
+
+    def for_evaluation(self, num_envs: int, obs_noise: bool = False) -> Self:
+        """This config as evaluation runs it (`play`, the periodic evaluation, export, videos):
+        `num_envs` envs whose first episodes start at time 0, so every counted episode is a
+        whole one, with clean observations unless `obs_noise`."""
+        return dataclasses.replace(self, num_envs=num_envs, obs_noise=obs_noise, random_initial_episode_length=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -101,9 +101,7 @@ def evaluate(task: Task, cfg: PlayConfig, path: Path | None = None, state: dict 
     device = resolve_device(cfg.device)
     if device.type == "cpu":
         torch.set_num_threads(1)
-    env_cfg = dataclasses.replace(
-        cfg.env, num_envs=cfg.num_envs or cfg.episodes, obs_noise=cfg.obs_noise, random_initial_episode_length=False
-    )
+    env_cfg = cfg.env.for_evaluation(cfg.num_envs or cfg.episodes, cfg.obs_noise)
     if cfg.zero_actions:
         env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
         policy, source = ZeroActions(env.num_actions), {"checkpoint": None, "iteration": 0}
@@ -132,9 +130,7 @@ def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
     device = resolve_device(cfg.device)
     if device.type == "cpu":
         torch.set_num_threads(1)
-    env_cfg = dataclasses.replace(
-        cfg.env, num_envs=cfg.num_envs or 1, obs_noise=cfg.obs_noise, random_initial_episode_length=False
-    )
+    env_cfg = cfg.env.for_evaluation(cfg.num_envs or 1, cfg.obs_noise)
     env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
     control_fps = 1.0 / env.step_dt
     states = record_states(env, policy, max(1, round(cfg.video_seconds * control_fps)))

@@ -9,7 +9,6 @@ anything to disk.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import os
 import time
@@ -205,9 +204,7 @@ class Runner:
         if not self.ctx.is_main or interval <= 0 or (self.state.iteration % interval and not last):
             return {}
         if self.eval_env is None:
-            env_cfg = dataclasses.replace(
-                self.cfg.env, num_envs=self.cfg.agent.eval_envs, obs_noise=False, random_initial_episode_length=False
-            )
+            env_cfg = self.cfg.env.for_evaluation(self.cfg.agent.eval_envs)
             self.eval_env = VecEnv(env_cfg, self.task.build(env_cfg), self.ctx.device, seed=self.cfg.seed + 1_000_003)
         start = time.perf_counter()
         env, policy = self.eval_env, self.algorithm.inference_policy()
