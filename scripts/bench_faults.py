@@ -31,11 +31,11 @@ BASE = [
     "none",
     "--env.num-envs",
     "16",
-    "--agent.num-steps-per-env",
+    "--runner.num-steps-per-env",
     "16",
-    "--agent.num-mini-batches",
+    "--algorithm.num-mini-batches",
     "2",
-    "--agent.max-iterations",
+    "--runner.max-iterations",
     "400",
 ]
 
@@ -104,7 +104,7 @@ def scenario(name: str, log_root: Path) -> float:
     elif name == "stop":
         jobs = [start(log_root, "--nproc-per-node", "2", "--hang-timeout-s", "5")]
     else:
-        extra = ["--max-restarts", "1", "--agent.save-interval", "1"] if name == "restart" else []
+        extra = ["--max-restarts", "1", "--runner.save-interval", "1"] if name == "restart" else []
         jobs = [start(log_root, "--nproc-per-node", "2", *extra)]
     run_dir = first_run_dir(log_root)
     wait_for(lambda: metrics_lines(run_dir) >= 2)

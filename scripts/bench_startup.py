@@ -34,7 +34,7 @@ def time_to_lines(task: str, num_envs: int) -> tuple[float, float]:
                 log_root,
                 "--env.num-envs",
                 str(num_envs),
-                "--agent.max-iterations",
+                "--runner.max-iterations",
                 "1",
             ],
             stdout=subprocess.PIPE,

@@ -70,8 +70,8 @@ def throughput(num_envs: int, iterations: int) -> dict:
     with tempfile.TemporaryDirectory() as logs:
         for name in (FLAT, ROUGH):
             command = [str(BIN / "train"), name, "--device", "cpu", "--logger", "none", "--log-root", logs]
-            command += ["--env.num-envs", str(num_envs), "--agent.max-iterations", str(iterations)]
-            command += ["--agent.eval-interval", "0"]
+            command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", str(iterations)]
+            command += ["--runner.eval-interval", "0"]
             subprocess.run(command, check=True, capture_output=True)
             lines = metrics_lines(max((Path(logs) / name).glob("20*")))
             result[name] = round(statistics.median(line["steps_per_second"] for line in lines[2:]))

@@ -55,9 +55,11 @@ def training_rate(task, num_envs: int, iterations: int, log_root: str) -> tuple[
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.runner import train
 
-    cfg = TrainConfig(
+    defaults = TrainConfig.for_task(task)
+    cfg = dataclasses.replace(
+        defaults,
         env=dataclasses.replace(task.env_cfg, num_envs=num_envs),
-        agent=dataclasses.replace(task.agent_cfg, max_iterations=iterations + 1, save_interval=10**6),
+        runner=dataclasses.replace(defaults.runner, max_iterations=iterations + 1, save_interval=10**6),
         device="cpu",
         logger="none",
         log_root=log_root,
@@ -65,7 +67,7 @@ def training_rate(task, num_envs: int, iterations: int, log_root: str) -> tuple[
     train(task, cfg, single_process("cpu"))
     run = next(p for p in __import__("pathlib").Path(log_root, task.name).iterdir())
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][1:]  # skip warm-up
-    steps = len(metrics) * num_envs * task.agent_cfg.num_steps_per_env
+    steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
     seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
     median = statistics.median
     return steps / seconds, median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
@@ -88,7 +90,7 @@ def main() -> None:
     replayed_ceiling = replayed / task.env_cfg.sim.decimation
     with tempfile.TemporaryDirectory() as log_root:
         trained, collection_s, learning_s = training_rate(task, args.num_envs, args.iterations, log_root)
-    rollout_steps = args.num_envs * task.agent_cfg.num_steps_per_env
+    rollout_steps = args.num_envs * task.agent_cfg.runner.num_steps_per_env
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(

@@ -59,10 +59,12 @@ def main() -> None:
     torch.set_num_threads(1)
     task = load_task(args.task)
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=args.num_envs)
-    cfg = TrainConfig(env=env_cfg, agent=task.agent_cfg)
+    cfg = dataclasses.replace(TrainConfig.for_task(task), env=env_cfg)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
-    algorithm = make_algorithm(cfg.agent, env.obs_dims, env.num_actions, env.num_envs, single_process("cpu"))
-    steps = cfg.agent.num_steps_per_env
+    steps = cfg.runner.num_steps_per_env
+    algorithm = make_algorithm(
+        cfg.algorithm, cfg.policy, env.obs_dims, env.num_actions, env.num_envs, steps, single_process("cpu")
+    )
 
     def env_step() -> None:
         env.step(torch.randn(env.num_envs, env.num_actions))
@@ -82,7 +84,7 @@ def main() -> None:
         algorithm.process_env_step(rewards, terminated, truncated, extras)
     algorithm.compute_returns(obs)
     update_ops, update_counts = count(algorithm.update, 1)
-    minibatch_steps = cfg.agent.num_learning_epochs * cfg.agent.num_mini_batches
+    minibatch_steps = cfg.algorithm.num_learning_epochs * cfg.algorithm.num_mini_batches
     print(json.dumps({
         "task": args.task, "num_envs": args.num_envs,
         "ops_per_env_step": round(env_ops, 1), "ops_per_env_and_policy_step": round(step_ops, 1),

@@ -64,38 +64,39 @@ class MjrlAsRslEnv(RslVecEnv):
 
 def rsl_rl_config(agent: AgentConfig, seed: int) -> dict:
     """rsl_rl 5.x's runner config with the same network and hyperparameters as `agent`."""
+    runner, algorithm, policy = agent.runner, agent.algorithm, agent.policy
 
     def model(hidden: tuple[int, ...], distribution: dict | None) -> dict:
         return {
             "class_name": "MLPModel",
             "hidden_dims": list(hidden),
-            "activation": agent.activation,
-            "obs_normalization": agent.normalize_observations,
+            "activation": policy.activation,
+            "obs_normalization": policy.normalize_observations,
             "distribution_cfg": distribution,
         }
 
-    gaussian = {"class_name": "GaussianDistribution", "init_std": agent.init_noise_std, "std_type": "scalar"}
+    gaussian = {"class_name": "GaussianDistribution", "init_std": policy.init_noise_std, "std_type": "scalar"}
     return {
         "seed": seed,
-        "num_steps_per_env": agent.num_steps_per_env,
+        "num_steps_per_env": runner.num_steps_per_env,
         "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
         "multi_gpu": None,
-        "actor": model(agent.actor_hidden_dims, gaussian),
-        "critic": model(agent.critic_hidden_dims, None),
+        "actor": model(policy.actor_hidden_dims, gaussian),
+        "critic": model(policy.critic_hidden_dims, None),
         "algorithm": {
             "class_name": "PPO",
-            "num_learning_epochs": agent.num_learning_epochs,
-            "num_mini_batches": agent.num_mini_batches,
-            "learning_rate": agent.learning_rate,
-            "schedule": agent.schedule,
-            "gamma": agent.gamma,
-            "lam": agent.lam,
-            "entropy_coef": agent.entropy_coef,
-            "desired_kl": agent.desired_kl,
-            "max_grad_norm": agent.max_grad_norm,
-            "value_loss_coef": agent.value_loss_coef,
-            "use_clipped_value_loss": agent.value_clip_param > 0,
-            "clip_param": agent.clip_param,
+            "num_learning_epochs": algorithm.num_learning_epochs,
+            "num_mini_batches": algorithm.num_mini_batches,
+            "learning_rate": algorithm.learning_rate,
+            "schedule": algorithm.schedule,
+            "gamma": algorithm.gamma,
+            "lam": algorithm.lam,
+            "entropy_coef": algorithm.entropy_coef,
+            "desired_kl": algorithm.desired_kl,
+            "max_grad_norm": algorithm.max_grad_norm,
+            "value_loss_coef": algorithm.value_loss_coef,
+            "use_clipped_value_loss": algorithm.value_clip_param > 0,
+            "clip_param": algorithm.clip_param,
         },
     }
 
@@ -158,7 +159,7 @@ def main() -> None:
     cfg = rsl_rl_config(task.agent_cfg, args.seed)
     alg = RslPPO.construct_algorithm(rsl_env.get_observations(), rsl_env, cfg, "cpu")
     trace = record_update_trace(alg)
-    iterations = args.iterations or task.agent_cfg.max_iterations
+    iterations = args.iterations or task.agent_cfg.runner.max_iterations
     args.out.mkdir(parents=True, exist_ok=True)
     env_steps, wall_s = 0, 0.0
 

@@ -32,9 +32,9 @@ TINY_RUN = (
     "none",
     "--env.num-envs",
     "16",
-    "--agent.num-steps-per-env",
+    "--runner.num-steps-per-env",
     "16",
-    "--agent.num-mini-batches",
+    "--algorithm.num-mini-batches",
     "2",
 )
 

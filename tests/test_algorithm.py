@@ -48,13 +48,16 @@ def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
     """Collect a rollout and update, as the runner does; with `draw_from_global`, other code
     draws from torch's global generator (reseeded differently) at every step in between."""
     cfg = dataclasses.replace(TASK.env_cfg, num_envs=8)
-    agent = dataclasses.replace(TASK.agent_cfg, num_steps_per_env=8, num_mini_batches=2)
+    agent = TASK.agent_cfg.replace(num_steps_per_env=8, num_mini_batches=2)
     env = VecEnv(cfg, TASK.build(cfg), torch.device("cpu"), seed=seed)
     torch.manual_seed(seed)  # the initial weights, as `train` seeds them
-    algorithm = make_algorithm(agent, env.obs_dims, env.num_actions, env.num_envs, single_process("cpu"))
+    steps = agent.runner.num_steps_per_env
+    algorithm = make_algorithm(
+        agent.algorithm, agent.policy, env.obs_dims, env.num_actions, env.num_envs, steps, single_process("cpu")
+    )
     algorithm.generator.manual_seed(seed)
     obs = env.obs
-    for step in range(agent.num_steps_per_env):
+    for step in range(steps):
         if draw_from_global:
             torch.manual_seed(1000 + step)
             torch.rand(100)

@@ -34,8 +34,8 @@ def assert_clean_usage_error(result, log_root: Path, *needles: str) -> None:
         (["Mjrl-Nope"], ["unknown task", TASK]),
         ([TASK, "--env.num-envs", "0"], ["--env.num-envs"]),
         (
-            [TASK, "--env.num-envs", "10", "--agent.num-steps-per-env", "3", "--agent.num-mini-batches", "4"],
-            ["--agent.num-mini-batches", "30"],
+            [TASK, "--env.num-envs", "10", "--runner.num-steps-per-env", "3", "--algorithm.num-mini-batches", "4"],
+            ["--algorithm.num-mini-batches", "30"],
         ),
         ([TASK, "--preset", "nope"], ["unknown preset", "smoke"]),
         ([TASK, "--env.num-envs", "many"], ["many"]),
@@ -66,12 +66,15 @@ def test_train_rejects_a_config_file_with_an_unknown_key(tmp_path, log_root):
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("agent:\n  actor_hidden_dims: 64\n", "agent.actor_hidden_dims: expected a list of int, got 64"),
-        ("agent:\n  actor_hidden_dims: [a, b]\n", "agent.actor_hidden_dims[0]: expected int, got 'a'"),
+        ("agent:\n  actor_hidden_dims: 64\n", "policy.actor_hidden_dims: expected a list of int, got 64"),
+        ("agent:\n  actor_hidden_dims: [a, b]\n", "policy.actor_hidden_dims[0]: expected int, got 'a'"),
         ("env:\n  sim:\n    nconmax: many\n", "env.sim.nconmax: expected int or null"),
         ("env:\n  num_envs: true\n", "env.num_envs: expected int, got True"),
+        # An `agent` section (runs before issue 23) is spread over runner, algorithm and policy.
+        ("agent:\n  nope: 1\n", "unknown config key 'agent.nope'; valid keys: max_iterations"),
+        ("agent:\n  gamma: high\n", "algorithm.gamma: expected float, got 'high'"),
     ],
-    ids=["number-for-list", "strings-in-list", "string-for-optional", "bool-for-int"],
+    ids=["number-for-list", "strings-in-list", "string-for-optional", "bool-for-int", "old-unknown", "old-moved"],
 )
 def test_train_type_checks_config_file_values(text, needle, tmp_path, log_root):
     """List, optional and integer values in a config file are checked against the field's type."""
@@ -82,7 +85,7 @@ def test_train_type_checks_config_file_values(text, needle, tmp_path, log_root):
         TASK,
         "--config",
         str(config),
-        "--agent.max-iterations",
+        "--runner.max-iterations",
         "1",
         "--log-root",
         str(log_root),
@@ -118,11 +121,11 @@ def test_mjrl_list_names_the_tasks():
 @pytest.mark.parametrize(
     ("flag", "value"),
     [
-        ("--agent.max-grad-norm", "-1"),
-        ("--agent.clip-param", "-0.5"),
+        ("--algorithm.max-grad-norm", "-1"),
+        ("--algorithm.clip-param", "-0.5"),
         ("--env.sim.timestep", "-0.01"),
-        ("--agent.actor-hidden-dims", "0"),
-        ("--agent.learning-rate", "inf"),
+        ("--policy.actor-hidden-dims", "0"),
+        ("--algorithm.learning-rate", "inf"),
     ],
 )
 def test_train_rejects_harmful_numbers(flag, value, log_root):
@@ -139,7 +142,7 @@ def test_train_rejects_a_malformed_rendezvous_endpoint(endpoint, log_root):
         "1",
         "--rdzv-endpoint",
         endpoint,
-        "--agent.max-iterations",
+        "--runner.max-iterations",
         "1",
         "--log-root",
         str(log_root),
@@ -207,7 +210,7 @@ def test_every_numeric_field_is_checked(task_name):
 
     task = load_task(task_name)
     configs = [
-        (TrainConfig(env=task.env_cfg, agent=task.agent_cfg), validate),
+        (TrainConfig.for_task(task), validate),
         (PlayConfig(env=task.env_cfg), check_numbers),
     ]
     checked = 0

@@ -107,16 +107,16 @@ def _rollout(envs: slice) -> dict:
 
 
 def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
-    from mjrl.rl.config import AgentConfig
+    from mjrl.rl.config import PpoConfig
     from mjrl.rl.networks import ActorCritic
     from mjrl.rl.ppo import PPO, RolloutBuffer
 
     torch.manual_seed(0)  # identical initial weights on every rank
     policy = ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True)
-    cfg = AgentConfig(num_learning_epochs=3, num_mini_batches=1, sync=sync, learning_rate=1e-3)
+    cfg = PpoConfig(num_learning_epochs=3, num_mini_batches=1, sync=sync, learning_rate=1e-3)
     data = _rollout(envs)
     last_values = data.pop("last_values")
-    ppo = PPO(policy, cfg, ctx, num_envs=last_values.numel())
+    ppo = PPO(policy, cfg, ctx, num_envs=last_values.numel(), num_steps=6)
     sums = ppo.update_on(RolloutBuffer(**data, step=6), last_values)
     state = {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
     return state | {f"sums/{k}": v for k, v in sums.items()}

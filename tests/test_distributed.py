@@ -17,9 +17,9 @@ from mjrl.runner.runner import parameters_sha256
 TASK = "Mjrl-Cartpole-Balance"
 SMALL = [
     *TINY_RUN,
-    "--agent.max-iterations",
+    "--runner.max-iterations",
     "3",
-    "--agent.replica-check-interval",
+    "--runner.replica-check-interval",
     "1",
 ]
 STEPS_PER_RANK_ITERATION = 16 * 16
@@ -74,7 +74,9 @@ def test_torchrun_two_ranks_one_run_directory_written_by_rank_0(log_root):
 
 @pytest.mark.parametrize("sync", ["gradients", "rollout"])
 def test_builtin_launcher_returns_rank_results_with_identical_parameters(log_root, sync):
-    result = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), "--nproc-per-node", "2", "--agent.sync", sync)
+    result = run_cli(
+        "train", TASK, *SMALL, "--log-root", str(log_root), "--nproc-per-node", "2", "--algorithm.sync", sync
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result.stdout)
     assert set(summary["ranks"]) == {"0", "1"}
@@ -160,9 +162,9 @@ def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_
         "none",
         "--env.episode-length-s",
         "5",
-        "--agent.num-steps-per-env",
+        "--runner.num-steps-per-env",
         "32",
-        "--agent.max-iterations",
+        "--runner.max-iterations",
         "40",
         "--seed",
         "1",

@@ -33,8 +33,8 @@ def train_once(tmp_path_factory) -> Callable[[str], Path]:
             log_root = tmp_path_factory.mktemp("logs")
             result = run_main(
                 "train", task_name, *TINY_RUN[:2], "--logger", "none", "--log-root", str(log_root),
-                "--env.num-envs", "8", "--agent.num-steps-per-env", "8", "--agent.num-mini-batches", "2",
-                "--agent.max-iterations", "1", "--agent.eval-interval", "0", "--export", "onnx",
+                "--env.num-envs", "8", "--runner.num-steps-per-env", "8", "--algorithm.num-mini-batches", "2",
+                "--runner.max-iterations", "1", "--runner.eval-interval", "0", "--export", "onnx",
             )  # fmt: skip
             assert result.returncode == 0, result.stderr[-2000:]
             runs[task_name] = Path(last_json(result.stdout)["run_dir"])

@@ -114,7 +114,7 @@ def log_root(tmp_path: Path):
 
 
 def test_sigkill_of_a_worker_stops_the_job_within_seconds(log_root):
-    job = Job(*BASE, "--agent.max-iterations", "200", "--nproc-per-node", "2", log_root=log_root)
+    job = Job(*BASE, "--runner.max-iterations", "200", "--nproc-per-node", "2", log_root=log_root)
     run_dir = job.run_dir()
     wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
     pid = worker_pids(run_dir)[1][0]
@@ -127,7 +127,7 @@ def test_sigkill_of_a_worker_stops_the_job_within_seconds(log_root):
 
 def test_exception_reaches_the_rank_waiting_in_a_collective(log_root):
     job = Job(
-        *BASE, "--agent.max-iterations", "200", "--nproc-per-node", "2", "--fault", "raise@1:2", log_root=log_root
+        *BASE, "--runner.max-iterations", "200", "--nproc-per-node", "2", "--fault", "raise@1:2", log_root=log_root
     )
     assert job.wait() == 1
     # The launcher's report names rank 1 and its exception, whichever rank's exit it saw first.
@@ -139,7 +139,7 @@ def test_a_failure_on_one_node_stops_the_other_node(log_root):
     port = free_port()
     args = [
         *BASE,
-        "--agent.max-iterations",
+        "--runner.max-iterations",
         "200",
         "--nproc-per-node",
         "1",
@@ -165,7 +165,7 @@ def test_a_failure_on_one_node_stops_the_other_node(log_root):
 
 def test_a_stopped_worker_is_detected_within_the_hang_timeout(log_root):
     job = Job(
-        *BASE, "--agent.max-iterations", "500", "--nproc-per-node", "2", "--hang-timeout-s", "4", log_root=log_root
+        *BASE, "--runner.max-iterations", "500", "--nproc-per-node", "2", "--hang-timeout-s", "4", log_root=log_root
     )
     run_dir = job.run_dir()
     wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
@@ -180,7 +180,7 @@ def test_a_slow_final_phase_on_rank_0_is_not_a_hang(log_root):
     """Rank 1 finishes and exits while rank 0 spends longer than the hang timeout on its last
     checkpoint (an upload, a slow file system): the run succeeded, and nothing is killed."""
     job = Job(
-        *BASE, "--agent.max-iterations", "3", "--nproc-per-node", "2", "--hang-timeout-s", "3",
+        *BASE, "--runner.max-iterations", "3", "--nproc-per-node", "2", "--hang-timeout-s", "3",
         "--fault", "slow@0:3", log_root=log_root,
     )  # fmt: skip
     assert job.wait() == 0, job.stderr[-2000:]
@@ -200,7 +200,7 @@ def assert_complete_history(run_dir: Path, iterations: int, ranks: int = 2) -> N
 
 @pytest.mark.parametrize("launcher", ["builtin", "torchrun"])
 def test_elastic_restart_resumes_from_the_newest_checkpoint(log_root, launcher):
-    args = [*BASE, "--agent.max-iterations", "6", "--agent.save-interval", "2", "--fault", "kill@1:3"]
+    args = [*BASE, "--runner.max-iterations", "6", "--runner.save-interval", "2", "--fault", "kill@1:3"]
     if launcher == "builtin":
         job = Job(*args, "--nproc-per-node", "2", "--max-restarts", "1", log_root=log_root)
     else:
@@ -228,9 +228,9 @@ def test_elastic_restart_resumes_from_the_newest_checkpoint(log_root, launcher):
 def test_sigterm_to_the_launcher_checkpoints_and_resume_continues(log_root):
     job = Job(
         *BASE,
-        "--agent.max-iterations",
+        "--runner.max-iterations",
         "300",
-        "--agent.save-interval",
+        "--runner.save-interval",
         "1000",
         "--nproc-per-node",
         "2",
@@ -245,7 +245,7 @@ def test_sigterm_to_the_launcher_checkpoints_and_resume_continues(log_root):
     done = len(read_jsonl(run_dir / "metrics.jsonl"))
     assert checkpoints[-1].name == f"model_{done:06d}.pt"  # no periodic one was due (interval 1000)
     result = run_main(
-        "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--agent.max-iterations", str(done + 2)
+        "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--runner.max-iterations", str(done + 2)
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resuming at iteration {done}" in result.stdout
@@ -256,7 +256,7 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_iteration(log_root)
     """Signals reach ranks at different moments (SLURM signals every process itself): the ranks
     agree on where to stop, so none is left alone in a collective and rank 0 checkpoints."""
     job = Job(
-        *BASE, "--agent.max-iterations", "300", "--agent.save-interval", "1000", "--nproc-per-node", "2",
+        *BASE, "--runner.max-iterations", "300", "--runner.save-interval", "1000", "--nproc-per-node", "2",
         log_root=log_root,
     )  # fmt: skip
     run_dir = job.run_dir()
@@ -272,14 +272,14 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_iteration(log_root)
 
 def test_a_truncated_newest_checkpoint_is_skipped_on_resume(log_root):
     first = run_main(
-        "train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "4", "--agent.save-interval", "2"
+        "train", TASK, *BASE, "--log-root", str(log_root), "--runner.max-iterations", "4", "--runner.save-interval", "2"
     )
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = next((log_root / TASK).glob("20*"))
     newest = run_dir / "checkpoints" / "model_000004.pt"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
     result = run_main(
-        "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--agent.max-iterations", "5"
+        "train", TASK, *BASE, "--log-root", str(log_root), "--resume", "True", "--runner.max-iterations", "5"
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "skipping" in result.stderr and "model_000004.pt" in result.stderr
@@ -292,7 +292,7 @@ def test_a_truncated_newest_checkpoint_is_skipped_on_resume(log_root):
 
 def test_nonfinite_actions_reset_only_the_affected_envs(log_root):
     result = run_main(
-        "train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "3", "--fault", "nan@0:1"
+        "train", TASK, *BASE, "--log-root", str(log_root), "--runner.max-iterations", "3", "--fault", "nan@0:1"
     )
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = read_jsonl(next((log_root / TASK).glob("20*")) / "metrics.jsonl")
@@ -333,7 +333,7 @@ def test_unreachable_rendezvous_is_a_clear_bounded_error(log_root):
 
 
 def test_checkpoint_of_another_task_or_shape_is_rejected(log_root):
-    first = run_main("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
+    first = run_main("train", TASK, *BASE, "--log-root", str(log_root), "--runner.max-iterations", "1")
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = next((log_root / TASK).glob("20*"))
     other = run_main("play", "Mjrl-Cartpole-Swingup", "--run-dir", str(run_dir), "--device", "cpu")
@@ -346,9 +346,9 @@ def test_checkpoint_of_another_task_or_shape_is_rejected(log_root):
         str(log_root),
         "--resume",
         "True",
-        "--agent.max-iterations",
+        "--runner.max-iterations",
         "2",
-        "--agent.actor-hidden-dims",
+        "--policy.actor-hidden-dims",
         "8",
     )
     assert shape.returncode == 2 and "does not fit" in shape.stderr and "Traceback" not in shape.stderr
@@ -365,7 +365,7 @@ def _one_error_line(result) -> str:
 def test_two_ranks_reject_a_checkpoint_of_another_shape_with_exit_code_2(log_root):
     """Only rank 0 holds the checkpoint; its finding must reach rank 1 before rank 1 waits in a
     collective, or rank 1's watchdog ends the job with 75 and torch reports a traceback."""
-    first = run_main("train", TASK, *BASE, "--log-root", str(log_root), "--agent.max-iterations", "1")
+    first = run_main("train", TASK, *BASE, "--log-root", str(log_root), "--runner.max-iterations", "1")
     assert first.returncode == 0, first.stderr[-2000:]
     run_dir = next((log_root / TASK).glob("20*"))
     before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
@@ -379,7 +379,7 @@ def test_two_ranks_reject_a_checkpoint_of_another_shape_with_exit_code_2(log_roo
         "2",
         "--resume-dir",
         str(run_dir),
-        "--agent.actor-hidden-dims",
+        "--policy.actor-hidden-dims",
         "32",
         "32",
     )

@@ -39,7 +39,7 @@ CARTPOLE_KEYS = [
 
 @pytest.mark.parametrize("task", ["Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup"])
 def test_metrics_keys_of_the_cartpole_tasks(task, log_root):
-    result = run_main("train", task, *TINY_RUN, "--log-root", str(log_root), "--agent.max-iterations", "2")
+    result = run_main("train", task, *TINY_RUN, "--log-root", str(log_root), "--runner.max-iterations", "2")
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = read_jsonl(next((log_root / task).glob("20*")) / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == [0, 1]

@@ -25,7 +25,7 @@ def two_runs(tmp_path_factory) -> list[Path]:
     for name, length in (("short", "0.5"), ("long", "50")):
         result = run_main(
             "train", TASK, *TINY_RUN, "--log-root", str(log_root), "--run-name", name,
-            "--agent.max-iterations", "4", "--env.episode-length-s", length,
+            "--runner.max-iterations", "4", "--env.episode-length-s", length,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-2000:]
         runs.append(Path(last_json(result.stdout)["run_dir"]))

@@ -120,13 +120,13 @@ def test_adam_matches_torch_adam():
 def test_actor_and_critic_gradients_are_clipped_separately():
     """A huge value-loss gradient is clipped on its own and leaves the policy's gradient whole."""
     from mjrl.distributed.context import DistContext
-    from mjrl.rl.config import AgentConfig
+    from mjrl.rl.config import PpoConfig
     from mjrl.rl.networks import ActorCritic
     from mjrl.rl.ppo import PPO
 
     policy = ActorCritic(3, 4, 2, (8,), (8,), "elu", 1.0, normalize=False)
-    cfg = AgentConfig(max_grad_norm=1.0, clip_networks_separately=True)
-    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")), num_envs=1)
+    cfg = PpoConfig(max_grad_norm=1.0, clip_networks_separately=True)
+    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")), num_envs=1, num_steps=1)
     for p in policy.parameters():
         p.grad.fill_(1.0)  # in place: the gradients are views into PPO's flat buffer
     actor = [*policy.actor.parameters(), policy.log_std]
@@ -144,8 +144,8 @@ def test_actor_and_critic_gradients_are_clipped_separately():
     assert math.isclose(norm(policy.critic.parameters()), 1.0, rel_tol=1e-5)
 
     # The global clip scales both together, down to a norm of 1 in all.
-    cfg = AgentConfig(max_grad_norm=1.0, clip_networks_separately=False)
-    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")), num_envs=1)
+    cfg = PpoConfig(max_grad_norm=1.0, clip_networks_separately=False)
+    ppo = PPO(policy, cfg, DistContext(device=torch.device("cpu")), num_envs=1, num_steps=1)
     for p in policy.parameters():
         p.grad.fill_(1.0)
     for p in policy.critic.parameters():

@@ -247,8 +247,8 @@ def test_two_iterations_through_the_cli(log_root, ranks):
     run = run_cli if ranks > 1 else run_main  # one rank in-process; two through the launcher
     result = run(
         "train", "Mjrl-Velocity-Flat-Quadruped", "--device", "cpu",
-        "--env.num-envs", "8", "--agent.max-iterations", "2", "--agent.num-steps-per-env", "8",
-        "--agent.num-mini-batches", "2", "--logger", "none", "--log-root", str(log_root),
+        "--env.num-envs", "8", "--runner.max-iterations", "2", "--runner.num-steps-per-env", "8",
+        "--algorithm.num-mini-batches", "2", "--logger", "none", "--log-root", str(log_root),
         *(["--nproc-per-node", str(ranks)] if ranks > 1 else []),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -274,8 +274,8 @@ def test_first_update_is_no_larger_than_later_ones(log_root):
     3e-4, which lowers it further)."""
     result = run_main(
         "train", "Mjrl-Velocity-Flat-Quadruped", "--device", "cpu", "--logger", "none",
-        "--log-root", str(log_root), "--env.num-envs", "32", "--agent.num-steps-per-env", "24",
-        "--agent.max-iterations", "12", "--agent.save-interval", "100", "--agent.eval-interval", "0",
+        "--log-root", str(log_root), "--env.num-envs", "32", "--runner.num-steps-per-env", "24",
+        "--runner.max-iterations", "12", "--runner.save-interval", "100", "--runner.eval-interval", "0",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (log_root / "Mjrl-Velocity-Flat-Quadruped").glob("20*")

@@ -61,13 +61,13 @@ def train(log_root: Path, *extra: str):
 def test_resume_skips_a_torn_last_metrics_line(log_root):
     """A power loss in the middle of writing metrics.jsonl leaves half a line; resuming (and so
     every elastic restart) must warn and go on, not crash on it."""
-    result = train(log_root, "--agent.max-iterations", "3", "--agent.save-interval", "2")
+    result = train(log_root, "--runner.max-iterations", "3", "--runner.save-interval", "2")
     run_dir = Path(last_json(result.stdout)["run_dir"])
     (run_dir / "checkpoints" / "model_000003.pt").unlink()  # the run "died" during iteration 3's save
     metrics = run_dir / "metrics.jsonl"
     text = metrics.read_text()
     metrics.write_text(text[: len(text) - len(text.splitlines()[-1]) // 2 - 1])  # half of the last line
-    resumed = train(log_root, "--agent.max-iterations", "3", "--resume-dir", str(run_dir))
+    resumed = train(log_root, "--runner.max-iterations", "3", "--resume-dir", str(run_dir))
     assert "warning: skipping damaged line 3 of" in resumed.stderr
     assert "Traceback" not in resumed.stderr
     assert [m["iteration"] for m in read_jsonl(metrics)] == [0, 1, 2]
@@ -82,7 +82,7 @@ def reproduce(config: Path, log_root: Path, *extra: str, launcher: bool = False)
 
 
 def test_config_round_trip_of_a_single_process_run(log_root, tmp_path):
-    first = Path(last_json(train(log_root, "--agent.max-iterations", "1", "--seed", "5").stdout)["run_dir"])
+    first = Path(last_json(train(log_root, "--runner.max-iterations", "1", "--seed", "5").stdout)["run_dir"])
     saved = yaml.safe_load((first / "config.yaml").read_text())
     assert saved["task"] == TASK and saved["seed"] == 5
     assert not {"log_root", "resume", "resume_dir", "rdzv_id", "fault"} & set(saved)
@@ -94,7 +94,7 @@ def test_config_round_trip_of_a_single_process_run(log_root, tmp_path):
 def test_config_round_trip_of_a_launcher_run(log_root):
     """The built-in launcher hands its workers `distributed: true, nproc_per_node: 0`; the run
     must record what the user gave, which starts the launcher again."""
-    result = train(log_root, "--agent.max-iterations", "1", "--nproc-per-node", "2")
+    result = train(log_root, "--runner.max-iterations", "1", "--nproc-per-node", "2")
     first = Path(last_json(result.stdout)["run_dir"])
     saved = yaml.safe_load((first / "config.yaml").read_text())
     assert saved["nproc_per_node"] == 2 and saved["distributed"] is False
@@ -105,12 +105,12 @@ def test_config_round_trip_of_a_launcher_run(log_root):
 
 
 def test_resume_keeps_the_original_config_and_its_reproduction_starts_afresh(log_root):
-    first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+    first = Path(last_json(train(log_root, "--runner.max-iterations", "1").stdout)["run_dir"])
     original = (first / "config.yaml").read_text()
-    train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    train(log_root, "--runner.max-iterations", "2", "--resume-dir", str(first))
     assert (first / "config.yaml").read_text() == original
     resumed = yaml.safe_load((first / "config.resume-000001.yaml").read_text())
-    assert resumed["agent"]["max_iterations"] == 2 and "resume_dir" not in resumed
+    assert resumed["runner"]["max_iterations"] == 2 and "resume_dir" not in resumed
     again = reproduce(first / "config.yaml", log_root)
     assert again != first  # a new run, not a continuation of the old one
     assert [m["iteration"] for m in read_jsonl(again / "metrics.jsonl")] == [0]
@@ -119,13 +119,13 @@ def test_resume_keeps_the_original_config_and_its_reproduction_starts_afresh(log
 def test_a_gpu_checkpoint_resumes_on_the_cpu(log_root):
     """A checkpoint as a CUDA run writes it (16-byte Philox generator states) continues on a
     machine without a GPU. The GPU is faked by rewriting a CPU run's checkpoint."""
-    first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+    first = Path(last_json(train(log_root, "--runner.max-iterations", "1").stdout)["run_dir"])
     path = first / "checkpoints" / "model_000001.pt"
     state = load_checkpoint(path)
     philox = torch.arange(16, dtype=torch.uint8)  # seed and offset, 8 bytes each
     state["rng"].update(env={"device": "cuda", "state": philox}, ppo={"device": "cuda", "state": philox}, cuda=philox)
     save_checkpoint(path, state)
-    resumed = train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+    resumed = train(log_root, "--runner.max-iterations", "2", "--resume-dir", str(first))
     assert last_json(resumed.stdout)["iterations"] == 2
     after = load_checkpoint(first / "checkpoints" / "model_000002.pt")["rng"]
     assert after["env"]["device"] == "cpu" and after["env"]["state"].numel() > 16
@@ -134,12 +134,12 @@ def test_a_gpu_checkpoint_resumes_on_the_cpu(log_root):
 def test_checkpoints_follow_the_umask_and_stale_temporaries_are_removed(log_root):
     old = os.umask(0o022)  # inherited by the run: files readable by others
     try:
-        first = Path(last_json(train(log_root, "--agent.max-iterations", "1").stdout)["run_dir"])
+        first = Path(last_json(train(log_root, "--runner.max-iterations", "1").stdout)["run_dir"])
         checkpoint = first / "checkpoints" / "model_000001.pt"
         assert checkpoint.stat().st_mode & 0o777 == 0o644
         stale = first / "checkpoints" / ".model_000002.pt.x1y2z3.tmp"  # a save killed midway
         stale.write_bytes(b"half a checkpoint")
-        train(log_root, "--agent.max-iterations", "2", "--resume-dir", str(first))
+        train(log_root, "--runner.max-iterations", "2", "--resume-dir", str(first))
     finally:
         os.umask(old)
     assert not stale.exists()
@@ -165,10 +165,10 @@ def test_a_resumed_rank_does_not_replay_its_start_up_random_streams():
 def test_tensorboard_shows_each_iteration_once_after_a_resume(log_root):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = ("--logger", "tensorboard", "--agent.save-interval", "2")
-    first = Path(last_json(train(log_root, *args, "--agent.max-iterations", "3").stdout)["run_dir"])
+    args = ("--logger", "tensorboard", "--runner.save-interval", "2")
+    first = Path(last_json(train(log_root, *args, "--runner.max-iterations", "3").stdout)["run_dir"])
     (first / "checkpoints" / "model_000003.pt").unlink()  # the run "died" after logging iteration 2 (0-based)
-    train(log_root, *args, "--agent.max-iterations", "4", "--resume-dir", str(first))
+    train(log_root, *args, "--runner.max-iterations", "4", "--resume-dir", str(first))
     events = EventAccumulator(str(first / "tensorboard"))
     events.Reload()
     assert [e.step for e in events.Scalars("mean_step_reward")] == [0, 1, 2, 3]
@@ -179,7 +179,7 @@ def test_tensorboard_shows_each_iteration_once_after_a_resume(log_root):
 # code's own until issue 23 moved the action noise from torch's global generator to PPO's
 # (restored from the checkpoint's `rng.ppo`); they are this code's since.
 BEFORE_ISSUE12 = Path(__file__).parent / "data" / "run-before-issue12"
-OLD_RUN_FLAGS = [*TINY_RUN, "--agent.actor-hidden-dims", "8", "--agent.critic-hidden-dims", "8"]
+OLD_RUN_FLAGS = [*TINY_RUN, "--policy.actor-hidden-dims", "8", "--policy.critic-hidden-dims", "8"]
 OLD_CODE_RESUMED = [
     {
         "iteration": 2,
@@ -216,9 +216,9 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     shutil.copytree(BEFORE_ISSUE12, run_dir)
     # A resume takes its settings from the command line, as the run did: the defaults changed
     # since that run (clipping apart, Balance's std offset), so the run's own values are given.
-    old_defaults = ["--agent.clip-networks-separately", "False", "--agent.obs-std-offset", "0"]
+    old_defaults = ["--algorithm.clip-networks-separately", "False", "--policy.obs-std-offset", "0"]
     result = run_main(
-        "train", TASK, *OLD_RUN_FLAGS, *old_defaults, "--agent.max-iterations", "4", "--resume-dir", str(run_dir)
+        "train", TASK, *OLD_RUN_FLAGS, *old_defaults, "--runner.max-iterations", "4", "--resume-dir", str(run_dir)
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming at iteration 2" in result.stdout
@@ -228,7 +228,11 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     checkpoint = load_checkpoint(run_dir / "checkpoints" / "model_000004.pt")
     old = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
     assert checkpoint.keys() == old.keys() and checkpoint["wandb_id"] == old["wandb_id"]
-    assert checkpoint["config"].keys() == old["config"].keys()  # launch options stay flat keys
+    # Launch options stay flat keys; the old `agent` section is spread over the three sections.
+    assert set(checkpoint["config"]) == set(old["config"]) - {"agent"} | {"runner", "algorithm", "policy"}
+    sections = [set(checkpoint["config"][name]) for name in ("runner", "algorithm", "policy")]
+    every_key = [key for keys in sections for key in keys]
+    assert len(every_key) == len(set(every_key)) and set(old["config"]["agent"]) <= set(every_key)
     reproduced = run_main("train", "--config", str(run_dir / "config.yaml"), "--help")
     assert reproduced.returncode == 0, reproduced.stderr[-2000:]  # the old config.yaml still parses
 
@@ -238,7 +242,7 @@ def test_a_checkpoint_from_before_the_std_offset_is_evaluated_without_one():
     existed was trained without one, and `play`, videos and export must use it so."""
     state = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
     task = load_task(TASK)
-    assert task.agent_cfg.obs_std_offset == 0.01 and "obs_std_offset" not in state["config"]["agent"]
+    assert task.agent_cfg.policy.obs_std_offset == 0.01 and "obs_std_offset" not in state["config"]["agent"]
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=2)
     _, policy = load_trained(task, state, BEFORE_ISSUE12, env_cfg, torch.device("cpu"))
     assert policy.actor_normalizer.std_offset == 0.0 and policy.critic_normalizer.std_offset == 0.0

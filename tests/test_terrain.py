@@ -232,8 +232,8 @@ def test_a_command_drawn_at_a_reset_holds_for_a_whole_interval(rough_env):
 def test_the_rough_task_trains_logs_its_curriculum_and_plays_on_one_row(log_root, tmp_path):
     small = ["--env.terrain.rows", "3", "--env.terrain.columns-per-type", "1", "--env.terrain.patch-size", "4",
              "--env.terrain.platform", "1", "--env.terrain.border", "1"]  # fmt: skip
-    result = run_main("train", ROUGH.name, *TINY_RUN, "--env.num-envs", "10", "--agent.max-iterations", "2",
-                     "--agent.eval-interval", "0", *small, "--log-root", str(log_root))  # fmt: skip
+    result = run_main("train", ROUGH.name, *TINY_RUN, "--env.num-envs", "10", "--runner.max-iterations", "2",
+                     "--runner.eval-interval", "0", *small, "--log-root", str(log_root))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(last_json(result.stdout)["run_dir"])
     rows = read_jsonl(run_dir / "metrics.jsonl")

@@ -29,9 +29,9 @@ SMALL = [
     "64",
     "--env.episode-length-s",
     "5",
-    "--agent.num-steps-per-env",
+    "--runner.num-steps-per-env",
     "32",
-    "--agent.num-mini-batches",
+    "--algorithm.num-mini-batches",
     "4",
 ]
 
@@ -49,7 +49,7 @@ def play(checkpoint: Path, episodes: int = 16) -> dict:
 
 
 def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
-    summary = train(log_root, "--agent.max-iterations", "60", "--agent.save-interval", "30", "--run-name", "learn")
+    summary = train(log_root, "--runner.max-iterations", "60", "--runner.save-interval", "30", "--run-name", "learn")
     run_dir = Path(summary["run_dir"])
     assert run_dir.parent == log_root / TASK and run_dir.name.endswith("_learn")
     metrics = read_jsonl(run_dir / "metrics.jsonl")
@@ -89,31 +89,31 @@ def untrained_return(run_dir: Path) -> float:
     state = load_checkpoint(run_dir / "checkpoints" / "model_000030.pt")
 
     task = load_task(TASK)
-    cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
+    cfg = apply_dict(TrainConfig.for_task(task), state["config"])
     env_cfg = cfg.env.for_evaluation(16)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
     torch.manual_seed(0)
-    policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.agent, torch.device("cpu"))
+    policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, torch.device("cpu"))
 
     returns = run_episodes(env, policy, 16).returns
     return sum(returns) / len(returns)
 
 
 def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
-    summary = train(log_root, "--agent.max-iterations", "2")
+    summary = train(log_root, "--runner.max-iterations", "2")
     checkpoint = Path(summary["checkpoint"])
     state = load_checkpoint(checkpoint)
     assert {"policy", "optimizer", "iteration", "env_steps", "learning_rate", "rng", "config"} <= set(state)
     assert state["iteration"] == 2 and state["env_steps"] == (WARM_UP + 2) * 64 * 32
 
     task = load_task(TASK)
-    cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), state["config"])
+    cfg = apply_dict(TrainConfig.for_task(task), state["config"])
     env_cfg = dataclasses.replace(cfg.env, num_envs=4)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"))
     obs = env.obs["actor"] * 3.0  # off the mean, so the normaliser matters
 
     def build() -> torch.nn.Module:
-        return build_actor_critic(env.obs_dims, env.num_actions, cfg.agent, torch.device("cpu"))
+        return build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, torch.device("cpu"))
 
     first, second = build(), build()
     first.load_state_dict(state["policy"])
@@ -126,11 +126,11 @@ def test_checkpoint_round_trip_reproduces_actions(log_root, tmp_path):
 
 
 def test_resume_continues_iterations_without_repeats(log_root):
-    first = train(log_root, "--agent.max-iterations", "5", "--agent.save-interval", "2")
+    first = train(log_root, "--runner.max-iterations", "5", "--runner.save-interval", "2")
     run_dir = Path(first["run_dir"])
     # Pretend the run died after its checkpoint at iteration 4: drop the last checkpoint.
     (run_dir / "checkpoints" / "model_000005.pt").unlink()
-    second = train(log_root, "--agent.max-iterations", "7", "--resume", "True")
+    second = train(log_root, "--runner.max-iterations", "7", "--resume", "True")
     assert second["run_dir"] == str(run_dir)
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(7))
@@ -138,20 +138,20 @@ def test_resume_continues_iterations_without_repeats(log_root):
     assert steps == [(WARM_UP + i + 1) * 64 * 32 for i in range(7)]
     assert load_checkpoint(run_dir / "checkpoints" / "model_000007.pt")["iteration"] == 7
     # max-iterations counts the whole run: resuming a finished run does no more iterations.
-    third = train(log_root, "--agent.max-iterations", "7", "--resume-dir", str(run_dir))
+    third = train(log_root, "--runner.max-iterations", "7", "--resume-dir", str(run_dir))
     assert third["iterations"] == 7
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 7
 
 
 def test_saved_config_reproduces_the_run_settings(log_root):
-    first = train(log_root, "--agent.max-iterations", "1", "--agent.learning-rate", "0.0007", "--seed", "3")
+    first = train(log_root, "--runner.max-iterations", "1", "--algorithm.learning-rate", "0.0007", "--seed", "3")
     config = Path(first["run_dir"]) / "config.yaml"
-    again_args = ("--log-root", str(log_root), "--run-name", "again", "--agent.max-iterations", "1")
+    again_args = ("--log-root", str(log_root), "--run-name", "again", "--runner.max-iterations", "1")
     result = run_main("train", "--config", str(config), *again_args)
     assert result.returncode == 0, result.stderr[-2000:]
     again = yaml.safe_load((Path(last_json(result.stdout)["run_dir"]) / "config.yaml").read_text())
     original = yaml.safe_load(config.read_text())
-    assert again["agent"]["learning_rate"] == 0.0007 and again["seed"] == 3
+    assert again["algorithm"]["learning_rate"] == 0.0007 and again["seed"] == 3
     assert {k: v for k, v in again.items() if k != "run_name"} == {k: v for k, v in original.items() if k != "run_name"}
 
 
@@ -180,14 +180,14 @@ def wandb_records(path: Path) -> tuple[list[dict], dict[str, str]]:
 
 
 def test_tensorboard_and_offline_wandb_tracking(log_root):
-    tb = train(log_root, "--agent.max-iterations", "2", "--logger", "tensorboard", "--run-name", "tb")
+    tb = train(log_root, "--runner.max-iterations", "2", "--logger", "tensorboard", "--run-name", "tb")
     events = list((Path(tb["run_dir"]) / "tensorboard").glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
     # No API key and no network here: WandB must go offline by itself, inside the run directory,
     # and a resumed run must continue the same WandB run id. Real processes: WandB reads its
     # environment and starts a service process of its own.
     env = {"WANDB_MODE": "", "WANDB_API_KEY": ""}
-    wandb_run = ("--logger", "wandb", "--agent.max-iterations", "2", "--agent.save-interval", "1")
+    wandb_run = ("--logger", "wandb", "--runner.max-iterations", "2", "--runner.save-interval", "1")
     result = run_cli("train", TASK, *SMALL, "--log-root", str(log_root), *wandb_run, "--run-name", "wb", env=env,
                      timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

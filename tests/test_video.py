@@ -40,8 +40,8 @@ def assert_not_blank(frames: list[np.ndarray]) -> None:
 
 def tiny_run(task: str, log_root: Path, *extra: str) -> tuple[Path, str]:
     result = run_main(
-        "train", task, *TINY_RUN, "--log-root", str(log_root), "--agent.max-iterations", "2",
-        "--agent.eval-interval", "0", *extra,
+        "train", task, *TINY_RUN, "--log-root", str(log_root), "--runner.max-iterations", "2",
+        "--runner.eval-interval", "0", *extra,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     return Path(last_json(result.stdout)["run_dir"]), result.stdout

@@ -17,7 +17,7 @@ import torch
 
 from mjrl.envs import EnvConfig, EventTerm, ObsTerm, RewardTerm, TaskSpec, VecEnv
 from mjrl.envs.terms import masked_write
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
 from mjrl.sim import Scene, SimConfig
 from mjrl.tasks.base import Task
 
@@ -119,25 +119,28 @@ def build(cfg: CartpoleEnvConfig) -> TaskSpec:
 
 
 _AGENT = AgentConfig(
-    num_steps_per_env=32,
-    max_iterations=150,
-    actor_hidden_dims=(64, 64),
-    critic_hidden_dims=(64, 64),
-    learning_rate=1e-3,
-    num_learning_epochs=5,
-    num_mini_batches=4,
-    entropy_coef=0.005,
-    gamma=0.99,
-    # With per-network clipping the actor moves at full speed from the first update, so it needs
-    # normaliser statistics from a warm-up rollout: 5 seeds gave 676-913 (mean 825) at 150
-    # iterations, against 401-952 (mean 693) with the global clip and no warm-up. Swingup learns
-    # better without it (docs/benchmarks.md).
-    warm_up_normalizers=True,
-    # rsl_rl's std offset: the balanced pole's angle has a std of about 0.01, and without the
-    # offset it (and the noise on it) is scaled up to unit variance. Balance over 5 seeds:
-    # 604-961 (median 904) against 676-913 (median 843) without it; Swingup, whose pole sweeps
-    # the whole circle, did not gain (docs/benchmarks.md).
-    obs_std_offset=0.01,
+    runner=RunnerConfig(num_steps_per_env=32, max_iterations=150),
+    algorithm=PpoConfig(
+        learning_rate=1e-3,
+        num_learning_epochs=5,
+        num_mini_batches=4,
+        entropy_coef=0.005,
+        gamma=0.99,
+        # With per-network clipping the actor moves at full speed from the first update, so it
+        # needs normaliser statistics from a warm-up rollout: 5 seeds gave 676-913 (mean 825) at
+        # 150 iterations, against 401-952 (mean 693) with the global clip and no warm-up. Swingup
+        # learns better without it (docs/benchmarks.md).
+        warm_up_normalizers=True,
+    ),
+    policy=PolicyConfig(
+        actor_hidden_dims=(64, 64),
+        critic_hidden_dims=(64, 64),
+        # rsl_rl's std offset: the balanced pole's angle has a std of about 0.01, and without
+        # the offset it (and the noise on it) is scaled up to unit variance. Balance over 5
+        # seeds: 604-961 (median 904) against 676-913 (median 843) without it; Swingup, whose
+        # pole sweeps the whole circle, did not gain (docs/benchmarks.md).
+        obs_std_offset=0.01,
+    ),
 )
 
 BALANCE = Task(
@@ -149,6 +152,6 @@ BALANCE = Task(
 SWINGUP = Task(
     name="Mjrl-Cartpole-Swingup",
     env_cfg=CartpoleEnvConfig(swing_up=True, cart_position_noise=0.01, pole_angle_noise=0.01, velocity_noise=0.01),
-    agent_cfg=dataclasses.replace(_AGENT, max_iterations=300, warm_up_normalizers=False, obs_std_offset=0.0),
+    agent_cfg=_AGENT.replace(max_iterations=300, warm_up_normalizers=False, obs_std_offset=0.0),
     build=build,
 )

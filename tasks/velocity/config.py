@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from mjrl.envs import EnvConfig
 from mjrl.envs.robot import RobotConfig
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
 from mjrl.sim import SimConfig, TerrainConfig
 
 
@@ -194,28 +194,26 @@ class VelocityEnvConfig(EnvConfig):
 
 # PPO settings of the velocity task, for every robot (rsl_rl's and mjlab's for legged robots).
 AGENT = AgentConfig(
-    num_steps_per_env=24,
-    max_iterations=1500,
-    save_interval=100,
-    eval_interval=50,
-    warm_up_normalizers=True,
-    actor_hidden_dims=(512, 256, 128),
-    critic_hidden_dims=(512, 256, 128),
-    activation="elu",
-    init_noise_std=1.0,
-    # The adaptive schedule's starting point. Adam's first steps move every weight by about the
-    # rate whatever the gradient, and at 1e-3 iteration 0's KL was 3.3x the later median (256
-    # envs); at 3e-4 it is 1.4x. The schedule settles at 4e-5 to 3e-4 within a few minibatch
-    # steps either way (docs/benchmarks.md, "The KL guard").
-    learning_rate=3e-4,
-    schedule="adaptive",
-    desired_kl=0.01,
-    num_learning_epochs=5,
-    num_mini_batches=4,
-    clip_param=0.2,
-    entropy_coef=0.01,
-    gamma=0.99,
-    lam=0.95,
+    runner=RunnerConfig(num_steps_per_env=24, max_iterations=1500, save_interval=100, eval_interval=50),
+    algorithm=PpoConfig(
+        warm_up_normalizers=True,
+        # The adaptive schedule's starting point. Adam's first steps move every weight by about
+        # the rate whatever the gradient, and at 1e-3 iteration 0's KL was 3.3x the later median
+        # (256 envs); at 3e-4 it is 1.4x. The schedule settles at 4e-5 to 3e-4 within a few
+        # minibatch steps either way (docs/benchmarks.md, "The KL guard").
+        learning_rate=3e-4,
+        schedule="adaptive",
+        desired_kl=0.01,
+        num_learning_epochs=5,
+        num_mini_batches=4,
+        clip_param=0.2,
+        entropy_coef=0.01,
+        gamma=0.99,
+        lam=0.95,
+    ),
+    policy=PolicyConfig(
+        actor_hidden_dims=(512, 256, 128), critic_hidden_dims=(512, 256, 128), activation="elu", init_noise_std=1.0
+    ),
 )
 
 ROUGH = {

@@ -36,7 +36,7 @@ MULE_ENV = VelocityEnvConfig(
 
 # A quarter of the Go1's entropy bonus: at 0.01 its policy ended with action noise std 0.45 and
 # came to rely on it; the mean policy fell in a fifth of its evaluation episodes (docs/benchmarks.md).
-MULE_AGENT = dataclasses.replace(AGENT, entropy_coef=0.0025)
+MULE_AGENT = AGENT.replace(entropy_coef=0.0025)
 
 VELOCITY_FLAT_MULE = Task(
     name="Mjrl-Velocity-Flat-Mule",

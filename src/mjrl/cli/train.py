@@ -46,7 +46,7 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
 
     from mjrl.runner.config import TrainConfig, apply_dict
 
-    cfg = TrainConfig(env=task.env_cfg, agent=task.agent_cfg)
+    cfg = TrainConfig.for_task(task)
     if preset is not None:
         cfg = apply_dict(cfg, load_preset(preset))
     if saved is not None:

@@ -25,7 +25,7 @@ class Task(Generic[AgentT]):
     env_cfg: EnvConfig
     """Default env config (a task-specific subclass of EnvConfig)."""
     agent_cfg: AgentT
-    """Default PPO and runner settings."""
+    """Default settings of the training loop, the algorithm and the policy (`AgentConfig`)."""
     build: Callable[[EnvConfig], TaskSpec]
     """Builds the task's MJCF path and terms from a (possibly user-modified) env config."""
     play_metrics: Callable[[VecEnv], dict[str, torch.Tensor]] | None = None

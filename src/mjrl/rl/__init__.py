@@ -7,19 +7,37 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mjrl.rl.algorithm import Algorithm, Observations
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
 from mjrl.rl.networks import ActorCritic, build_actor_critic
 
 if TYPE_CHECKING:
     from mjrl.distributed import DistContext
 
-__all__ = ["ActorCritic", "AgentConfig", "Algorithm", "Observations", "build_actor_critic", "make_algorithm"]
+__all__ = [
+    "ActorCritic",
+    "AgentConfig",
+    "Algorithm",
+    "Observations",
+    "PolicyConfig",
+    "PpoConfig",
+    "RunnerConfig",
+    "build_actor_critic",
+    "make_algorithm",
+]
 
 
 def make_algorithm(
-    cfg: AgentConfig, obs_dims: Mapping[str, int], num_actions: int, num_envs: int, ctx: DistContext
+    algorithm: PpoConfig,
+    policy: PolicyConfig,
+    obs_dims: Mapping[str, int],
+    num_actions: int,
+    num_envs: int,
+    num_steps: int,
+    ctx: DistContext,
 ) -> Algorithm:
-    """The algorithm a run trains with, for envs with these observation groups and actions."""
+    """The algorithm a run trains with, for `num_envs` envs with these observation groups and
+    actions, and rollouts of `num_steps` steps."""
     from mjrl.rl.ppo import PPO
 
-    return PPO(build_actor_critic(dict(obs_dims), num_actions, cfg, ctx.device), cfg, ctx, num_envs)
+    actor_critic = build_actor_critic(dict(obs_dims), num_actions, policy, ctx.device)
+    return PPO(actor_critic, algorithm, ctx, num_envs, num_steps)

@@ -1,16 +1,16 @@
-"""PPO and training-loop settings (the `--agent.*` flags)."""
+"""The agent's settings, in rsl_rl's three sections: the training loop (`--runner.*`), the
+algorithm (`--algorithm.*`) and its policy (`--policy.*`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 
 @dataclasses.dataclass(frozen=True)
-class AgentConfig:
-    """PPO, policy and training-loop settings."""
+class RunnerConfig:
+    """The training loop: rollout length, iterations, checkpoints, evaluation."""
 
-    # Training loop
     max_iterations: int = 300
     """Total iterations of the run; a resumed or restarted run stops at the same total."""
     num_steps_per_env: int = 24
@@ -24,14 +24,25 @@ class AgentConfig:
     own figures (tracking errors, foot contact and swing time). 0: never."""
     eval_envs: int = 16
     """Envs (one episode each) of the periodic evaluation."""
-    warm_up_normalizers: bool = False
-    """Start the observation normalisers from one rollout of the untrained policy (its env
-    steps count) instead of from the first observations. For tasks that reset every robot to one
-    pose: the quadruped's iteration-0 KL fell from 23x the later median to 3x. Off by default
-    (Swingup learns better without it); on for Balance and the quadruped, whose actors move
-    at full speed from the first update (`clip_networks_separately`)."""
+    replica_check_interval: int = 10
+    """Every this many iterations, compare a checksum of the parameters across ranks and stop
+    on a difference (0: never)."""
 
-    # Policy
+    bounds: ClassVar[dict] = {
+        "max_iterations": ">= 1",
+        "num_steps_per_env": ">= 1",
+        "save_interval": ">= 1",
+        "eval_interval": ">= 0",
+        "eval_envs": ">= 1",
+        "replica_check_interval": ">= 0",
+    }
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+    """The actor-critic: its networks, action noise and observation normalisation."""
+
     actor_hidden_dims: tuple[int, ...] = (256, 128, 64)
     """Hidden layer sizes of the actor MLP."""
     critic_hidden_dims: tuple[int, ...] = (256, 128, 64)
@@ -47,7 +58,25 @@ class AgentConfig:
     almost no spread (a balanced pole's angle, an input that is mostly noise) is scaled up to
     unit variance; rsl_rl adds 0.01, which Balance learns better with (docs/benchmarks.md)."""
 
-    # PPO
+    bounds: ClassVar[dict] = {
+        "actor_hidden_dims": ">= 1",
+        "critic_hidden_dims": ">= 1",
+        "init_noise_std": "> 0",
+        "obs_std_offset": ">= 0",
+    }
+    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PpoConfig:
+    """PPO's update, its learning-rate schedule and how ranks stay in step."""
+
+    warm_up_normalizers: bool = False
+    """Start the observation normalisers from one rollout of the untrained policy (its env
+    steps count) instead of from the first observations. For tasks that reset every robot to one
+    pose: the quadruped's iteration-0 KL fell from 23x the later median to 3x. Off by default
+    (Swingup learns better without it); on for Balance and the quadruped, whose actors move
+    at full speed from the first update (`clip_networks_separately`)."""
     learning_rate: float = 1e-3
     """Initial Adam learning rate."""
     schedule: Literal["adaptive", "fixed"] = "adaptive"
@@ -79,27 +108,13 @@ class AgentConfig:
     clip; Balance learned it best together with `warm_up_normalizers` (docs/benchmarks.md)."""
     normalize_advantages: bool = True
     """Normalise advantages with the mean and std of the whole rollout (of every rank)."""
-
-    # Multi-rank
     sync: Literal["gradients", "rollout"] = "gradients"
     """gradients: average gradients over ranks with one all-reduce per minibatch step.
     rollout: each rank runs its epochs on its own data, then the parameter change (and Adam's
     moments) of the whole update is averaged with one all-reduce per iteration, and the
     adaptive learning rate moves once per iteration from the rank-averaged KL."""
-    replica_check_interval: int = 10
-    """Every this many iterations, compare a checksum of the parameters across ranks and stop
-    on a difference (0: never)."""
 
     bounds: ClassVar[dict] = {
-        "max_iterations": ">= 1",
-        "num_steps_per_env": ">= 1",
-        "save_interval": ">= 1",
-        "eval_interval": ">= 0",
-        "eval_envs": ">= 1",
-        "actor_hidden_dims": ">= 1",
-        "critic_hidden_dims": ">= 1",
-        "init_noise_std": "> 0",
-        "obs_std_offset": ">= 0",
         "learning_rate": "> 0",
         "desired_kl": "> 0",
         "num_learning_epochs": ">= 1",
@@ -111,6 +126,28 @@ class AgentConfig:
         "gamma": "(0, 1]",
         "lam": "[0, 1]",
         "max_grad_norm": "> 0",
-        "replica_check_interval": ">= 0",
     }
     """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentConfig:
+    """A task's default agent: the loop, the algorithm and its policy (`Task.agent_cfg`)."""
+
+    runner: RunnerConfig = RunnerConfig()
+    """The training loop's settings."""
+    algorithm: PpoConfig = PpoConfig()
+    """The algorithm's settings."""
+    policy: PolicyConfig = PolicyConfig()
+    """The policy's settings."""
+
+    def replace(self, **changes: Any) -> AgentConfig:
+        """This config with fields changed by name, whichever section holds them."""
+        sections = {}
+        for section in ("runner", "algorithm", "policy"):
+            current = getattr(self, section)
+            mine = {k: changes.pop(k) for k in list(changes) if k in {f.name for f in dataclasses.fields(current)}}
+            sections[section] = dataclasses.replace(current, **mine)
+        if changes:
+            raise TypeError(f"no agent setting named {', '.join(changes)}")
+        return AgentConfig(**sections)

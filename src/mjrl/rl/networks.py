@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import PolicyConfig
 from mjrl.rl.normalizer import RunningNormalizer
 
 ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}
@@ -93,7 +93,7 @@ class ActorCritic(nn.Module):
 
 
 def build_actor_critic(
-    obs_dims: dict[str, int], num_actions: int, cfg: AgentConfig, device: torch.device
+    obs_dims: dict[str, int], num_actions: int, cfg: PolicyConfig, device: torch.device
 ) -> ActorCritic:
     """The actor-critic of `cfg` for an env's observation groups (`actor`, `critic`) and actions."""
     return ActorCritic(

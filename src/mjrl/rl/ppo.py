@@ -18,7 +18,7 @@ import torch
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack, split_like
 from mjrl.rl.algorithm import Observations
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import PpoConfig
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
 from mjrl.rl.optim import Adam
@@ -129,13 +129,13 @@ class PPO:
 
     MAX_CONSECUTIVE_SKIPS = 5
 
-    def __init__(self, policy: ActorCritic, cfg: AgentConfig, ctx: DistContext, num_envs: int):
+    def __init__(self, policy: ActorCritic, cfg: PpoConfig, ctx: DistContext, num_envs: int, num_steps: int):
         self.policy = policy
         self.cfg = cfg
         self.ctx = ctx
         actor_dim, critic_dim = policy.actor[0].in_features, policy.critic[0].in_features
         self.storage = RolloutBuffer.allocate(
-            cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, policy.log_std.numel(), ctx.device
+            num_steps, num_envs, actor_dim, critic_dim, policy.log_std.numel(), ctx.device
         )
         self.last_values = torch.zeros(num_envs, device=ctx.device)
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
@@ -194,7 +194,7 @@ class PPO:
     def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
         """Start the observation normalisers from one rollout of the untrained policy (every
         rank's), not from the first observations alone; returns the env steps it took. With
-        `steps` 0 it merges the first observations only (`AgentConfig.warm_up_normalizers` off).
+        `steps` 0 it merges the first observations only (`PpoConfig.warm_up_normalizers` off).
 
         At a reset every robot is near its home pose, so statistics of the first observations
         are far too narrow (the quadruped's joint velocities: std 1.4 there against 5.9 under the
@@ -365,7 +365,7 @@ class PPO:
         if self.consecutive_skips >= self.MAX_CONSECUTIVE_SKIPS:
             raise NonFiniteUpdate(
                 f"{self.consecutive_skips} consecutive PPO updates had a non-finite loss or gradient; "
-                "lower --agent.learning-rate or check the task's observations and rewards"
+                "lower --algorithm.learning-rate or check the task's observations and rewards"
             )
 
     # ------------------------------------------------------------------ "rollout" sync mode

@@ -14,7 +14,7 @@ import tyro
 from mjrl.distributed.options import LaunchOptions
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
 
 EnvT = TypeVar("EnvT", bound=EnvConfig)
 
@@ -25,8 +25,12 @@ class TrainConfig(Generic[EnvT]):
 
     env: EnvT
     """Task and simulation settings."""
-    agent: AgentConfig = AgentConfig()
-    """PPO, policy and training-loop settings."""
+    runner: RunnerConfig = RunnerConfig()
+    """The training loop: rollout length, iterations, checkpoints, evaluation."""
+    algorithm: PpoConfig = PpoConfig()
+    """PPO's update, its learning-rate schedule and how ranks stay in step."""
+    policy: PolicyConfig = PolicyConfig()
+    """The actor-critic: its networks, action noise and observation normalisation."""
     device: str = "auto"
     """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda (cuda:<LOCAL_RANK>), or
     cuda:N (one rank per node, or ranks given GPUs of their own). A rank that sees fewer GPUs than
@@ -89,10 +93,21 @@ class TrainConfig(Generic[EnvT]):
         "video_seconds": "> 0",
     }
     """Ranges of the numeric fields, checked by `check_numbers` (as in every config class)."""
+    split: ClassVar[dict[str, tuple[str, ...]]] = {"agent": ("runner", "algorithm", "policy")}
+    """Sections of older config files whose keys now live in one of these sections: the
+    `agent` section of runs before issue 23 (each key goes to the section that has the field)."""
     flattened: ClassVar[tuple[str, ...]] = ("launch",)
     """Nested configs whose fields read as this config's own: their flags have no prefix, and
     `to_dict` and `apply_dict` write and read their keys flat, as config files and checkpoints
     held them before they were nested."""
+
+    @classmethod
+    def for_task(cls, task: Any) -> TrainConfig:
+        """A task's defaults: its env config and its agent's three sections."""
+        agent: AgentConfig = task.agent_cfg
+        return cls[type(task.env_cfg)](
+            env=task.env_cfg, runner=agent.runner, algorithm=agent.algorithm, policy=agent.policy
+        )
 
 
 def to_dict(cfg: Any) -> Any:
@@ -136,7 +151,7 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
     hints = typing.get_type_hints(type(cfg))
     fields = {f.name: f for f in dataclasses.fields(cfg)}
     changes = {}
-    values = _nest_flattened(cfg, values)
+    values = _nest_flattened(cfg, _spread_split(cfg, values, where))
     renamed, retired = getattr(type(cfg), "renamed", {}), getattr(type(cfg), "retired", ())
     for key, value in values.items():
         name = key.replace("-", "_")
@@ -153,6 +168,28 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
         else:
             changes[name] = _coerce(value, hints[name], f"{where}{key}")
     return dataclasses.replace(cfg, **changes)
+
+
+def _spread_split(cfg: Any, values: dict, where: str) -> dict:
+    """`values` with each older section named in the config's `split` spread over the sections
+    that now hold its keys (a key of the older section stays an error if no section has it)."""
+    values = dict(values)
+    for old, sections in getattr(type(cfg), "split", {}).items():
+        if old not in values:
+            continue
+        if not isinstance(values[old], dict):
+            raise UsageError(f"config key {where}{old} must be a mapping")
+        for key, value in values.pop(old).items():
+            owner = next((n for n in sections if key.replace("-", "_") in _field_names(getattr(cfg, n))), None)
+            if owner is None:
+                valid = ", ".join(name for n in sections for name in _field_names(getattr(cfg, n)))
+                raise UsageError(f"unknown config key '{where}{old}.{key}'; valid keys: {valid}")
+            values[owner] = {**values.get(owner, {}), key: value}
+    return values
+
+
+def _field_names(cfg: Any) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cfg))
 
 
 def _nest_flattened(cfg: Any, values: dict) -> dict:
@@ -285,16 +322,16 @@ def _text(value: Any) -> str:
 def validate(cfg: TrainConfig) -> None:
     """Reject configs that cannot run, with a message saying which flag to change."""
     check_numbers(cfg)
-    env, agent = cfg.env, cfg.agent
+    env, runner, algorithm = cfg.env, cfg.runner, cfg.algorithm
     if cfg.distributed and cfg.launch.nproc_per_node:
         raise UsageError(
             "--distributed True is for workers started by torchrun and --nproc-per-node starts mjrl's own "
             "launcher: give one of them"
         )
-    batch = env.num_envs * agent.num_steps_per_env
-    if batch % agent.num_mini_batches:
+    batch = env.num_envs * runner.num_steps_per_env
+    if batch % algorithm.num_mini_batches:
         raise UsageError(
-            f"--agent.num-mini-batches {agent.num_mini_batches} does not divide the batch of "
-            f"{batch} samples (--env.num-envs {env.num_envs} x --agent.num-steps-per-env "
-            f"{agent.num_steps_per_env}); pick a divisor of {batch}"
+            f"--algorithm.num-mini-batches {algorithm.num_mini_batches} does not divide the batch of "
+            f"{batch} samples (--env.num-envs {env.num_envs} x --runner.num-steps-per-env "
+            f"{runner.num_steps_per_env}); pick a divisor of {batch}"
         )

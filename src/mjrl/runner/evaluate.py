@@ -1,6 +1,6 @@
 """Evaluation of the deterministic policy: whole episodes, their returns and the task's figures.
 
-`play` and the periodic evaluation during training (`--agent.eval-interval`) both use it. It
+`play` and the periodic evaluation during training (`--runner.eval-interval`) both use it. It
 reads one scalar back to the host every step (whether every env has run its episodes), which
 is fine for evaluation and never happens in the training loop.
 """
@@ -165,10 +165,11 @@ def load_trained(
 
     saved = state["config"]
     # Checkpoints from before `obs_std_offset` existed were normalised without an offset.
-    saved = {**saved, "agent": {"obs_std_offset": 0.0, **saved.get("agent", {})}}
-    train_cfg = apply_dict(TrainConfig(env=task.env_cfg, agent=task.agent_cfg), saved)
+    if "agent" in saved:  # before issue 23 split it into runner, algorithm and policy
+        saved = {**saved, "agent": {"obs_std_offset": 0.0, **saved["agent"]}}
+    train_cfg = apply_dict(TrainConfig.for_task(task), saved)
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
-    policy = build_actor_critic(env.obs_dims, env.num_actions, train_cfg.agent, device)
+    policy = build_actor_critic(env.obs_dims, env.num_actions, train_cfg.policy, device)
     load_weights(lambda: policy.load_state_dict(state["policy"]), source)
     policy.eval()
     return env, policy

@@ -72,7 +72,7 @@ class Runner:
         self.outputs.print_header(self.task_name, self.cfg, self.state.iteration)
         if self.ctx.watchdog is not None:
             self.ctx.watchdog.arm()
-        max_it = self.cfg.agent.max_iterations
+        max_it = self.cfg.runner.max_iterations
         metrics: dict[str, Any] = {}
         session_start, session_iterations = time.perf_counter(), 0
         stop_signal = 0
@@ -101,7 +101,7 @@ class Runner:
                 if stop_signal:
                     break
                 self._check_replicas()
-                if self.state.iteration % self.cfg.agent.save_interval == 0 and self.state.iteration < max_it:
+                if self.state.iteration % self.cfg.runner.save_interval == 0 and self.state.iteration < max_it:
                     self.save()
             # Every rank leaves the loop after the same iteration. What is left (the last
             # checkpoint, the export, closing the trackers) is rank 0's alone and involves no
@@ -152,7 +152,7 @@ class Runner:
         """One rollout: the algorithm acts and sees each step's outcome, then its returns."""
         env, algorithm, clips = self.env, self.algorithm, self.outputs.clips
         obs = env.obs
-        for _ in range(self.cfg.agent.num_steps_per_env):
+        for _ in range(self.cfg.runner.num_steps_per_env):
             self.ctx.progress()
             if self.stop.requested and not self.saved_on_stop:
                 self._save_on_stop()
@@ -180,7 +180,7 @@ class Runner:
         timings = {"collection_s": collection_s, "learning_s": learning_s, "collective_s": collective_s}
         pooled = pack_iteration(env, update_sums, timings, self.stop.requested).all_gather(ctx)
         totals = {name: value.item() for name, value in pooled.items()}
-        step_count = self.cfg.agent.num_steps_per_env * env.num_envs * ctx.world_size
+        step_count = self.cfg.runner.num_steps_per_env * env.num_envs * ctx.world_size
         self.state.env_steps += step_count
         self.state.wall_s += totals["collection_s"] + totals["learning_s"]
         metrics = {
@@ -200,11 +200,11 @@ class Runner:
     def _evaluate_if_due(self) -> dict[str, Any]:
         """`eval/<figure>` of the deterministic policy, on rank 0 every `eval_interval` iterations.
         The other ranks wait for it at the next collective; its heartbeats keep the watchdog calm."""
-        interval, last = self.cfg.agent.eval_interval, self.state.iteration == self.cfg.agent.max_iterations
+        interval, last = self.cfg.runner.eval_interval, self.state.iteration == self.cfg.runner.max_iterations
         if not self.ctx.is_main or interval <= 0 or (self.state.iteration % interval and not last):
             return {}
         if self.eval_env is None:
-            env_cfg = self.cfg.env.for_evaluation(self.cfg.agent.eval_envs)
+            env_cfg = self.cfg.env.for_evaluation(self.cfg.runner.eval_envs)
             self.eval_env = VecEnv(env_cfg, self.task.build(env_cfg), self.ctx.device, seed=self.cfg.seed + 1_000_003)
         start = time.perf_counter()
         env, policy = self.eval_env, self.algorithm.inference_policy()
@@ -235,7 +235,7 @@ class Runner:
             self.fault.trigger(self.algorithm.parameters())
 
     def _check_replicas(self) -> None:
-        interval = self.cfg.agent.replica_check_interval
+        interval = self.cfg.runner.replica_check_interval
         if not self.ctx.is_distributed or interval <= 0 or self.state.iteration % interval:
             return
         sums = self.ctx.all_gather(self.algorithm.parameter_checksum())
@@ -295,7 +295,9 @@ def train(
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
     ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
-    algorithm = make_algorithm(cfg.agent, env.obs_dims, env.num_actions, env.num_envs, ctx)
+    algorithm = make_algorithm(
+        cfg.algorithm, cfg.policy, env.obs_dims, env.num_actions, env.num_envs, cfg.runner.num_steps_per_env, ctx
+    )
     algorithm.generator.manual_seed(cfg.seed + ctx.rank)
     restore_weights_everywhere(ctx, algorithm, checkpoint, source)
     state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, algorithm, env)
@@ -304,13 +306,13 @@ def train(
         # Ranks other than 0 continue with fresh random streams of their own.
         reseed_after_resume(cfg.seed + ctx.rank, state.iteration, env.generator, algorithm.generator)
     if not resumed:
-        state.env_steps = warm_up(env, algorithm, ctx, cfg.agent)
+        state.env_steps = warm_up(env, algorithm, ctx, cfg)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {state.iteration}", flush=True)
     return Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given).run()
 
 
-def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: AgentConfig) -> int:
+def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:
     """The algorithm's warm-up before a fresh run's first iteration (PPO's normalisers: one
     rollout with `warm_up_normalizers`, else the first observations); returns the env steps it
     took on every rank."""
@@ -318,6 +320,6 @@ def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: AgentConfi
     def step(actions: torch.Tensor) -> dict[str, torch.Tensor]:
         return env.step(actions)[0]
 
-    steps = algorithm.warm_up(env.obs, step, cfg.num_steps_per_env if cfg.warm_up_normalizers else 0)
+    steps = algorithm.warm_up(env.obs, step, cfg.runner.num_steps_per_env if cfg.algorithm.warm_up_normalizers else 0)
     env.pop_term_stats()  # the warm-up's reward terms are not iteration 0's
     return steps * env.num_envs * ctx.world_size
