@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from mjrl.runner.plots import plot_runs
+from mjrl.tools.plots import plot_runs
 
 GO1 = "Mjrl-Velocity-Flat-Quadruped"
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,9 +37,9 @@ from pathlib import Path
 import torch
 from bench_locomotion import FORWARD, metrics_lines, play, replace_section
 
-from mjrl.runner.plots import plot_runs
 from mjrl.sim import TERRAIN_TYPES, Scene
 from mjrl.tasks import load_task
+from mjrl.tools.plots import plot_runs
 
 ROUGH, FLAT = "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Quadruped"
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from mjrl.runner.checkpoint import load_checkpoint
-from mjrl.runner.evaluate import load_trained
+from mjrl.checkpoint import load_checkpoint
 from mjrl.tasks import load_task
+from mjrl.tools.trained import load_trained
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
-"""The seam between the training loop and the algorithm: the runner drives PPO through the
-`Algorithm` interface alone, and the learner draws only from generators it owns."""
+"""The seams between layers: the runner drives PPO through the `Algorithm` interface alone, the
+tools never import the runner, and the learner draws only from generators it owns."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 import mjrl.runner
+import mjrl.tools
 from mjrl.distributed.context import single_process
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
@@ -19,7 +20,7 @@ TASK = load_task("Mjrl-Cartpole-Balance")
 # What only PPO itself may use: its module, its update's statistics, normaliser and optimizer.
 ALGORITHM_INTERNALS = ("mjrl.rl.ppo", "mjrl.rl.statistics", "mjrl.rl.normalizer", "mjrl.rl.optim")
 # The loop itself; play, evaluation, export, video and plots work on a trained policy.
-LOOP_MODULES = ("runner", "state", "start", "job", "metrics", "outputs", "loggers", "checkpoint", "run_dir", "faults")
+LOOP_MODULES = ("runner", "state", "start", "job", "metrics", "outputs", "loggers", "run_dir", "faults", "config")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -42,6 +43,16 @@ def test_the_training_loop_imports_no_algorithm_internals():
         checked += 1
     assert checked == len(LOOP_MODULES)
     assert "mjrl.rl.make_algorithm" in imported_modules(package / "runner.py")  # built through the interface
+
+
+def test_the_tools_import_neither_the_runner_nor_the_cli():
+    """The runner uses the tools (evaluation, export, video); the reverse would be a cycle."""
+    package = Path(mjrl.tools.__file__).parent
+    modules = sorted(package.glob("*.py"))
+    assert {m.stem for m in modules} >= {"evaluate", "export", "play", "plots", "trained", "video"}
+    for module in modules:
+        leaks = sorted(m for m in imported_modules(module) if m.startswith(("mjrl.runner", "mjrl.cli")))
+        assert not leaks, f"tools/{module.name} imports {leaks}"
 
 
 def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:

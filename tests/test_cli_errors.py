@@ -205,8 +205,9 @@ def test_every_numeric_field_is_checked(task_name):
     """Walks every field of the train and play configs of every task: non-finite floats are
     rejected everywhere, each declared range is enforced, and every integer field declares one
     (an integer has no NaN to catch, so without a range it would go unchecked)."""
-    from mjrl.runner.config import TrainConfig, check_numbers, field_rules, validate
-    from mjrl.runner.play import PlayConfig
+    from mjrl.config import check_numbers, field_rules
+    from mjrl.runner.config import TrainConfig, validate
+    from mjrl.tools.play import PlayConfig
 
     task = load_task(task_name)
     configs = [

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import BIN, TINY_RUN, WARM_UP, free_port, last_json, read_jsonl, run_cli, run_main
 
-from mjrl.runner.checkpoint import load_checkpoint
+from mjrl.checkpoint import load_checkpoint
 from mjrl.runner.runner import parameters_sha256
 
 TASK = "Mjrl-Cartpole-Balance"

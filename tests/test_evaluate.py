@@ -9,8 +9,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import VecEnv
-from mjrl.runner.evaluate import ZeroActions, run_episodes
 from mjrl.tasks import load_task
+from mjrl.tools.evaluate import ZeroActions, run_episodes
 
 BALANCE = load_task("Mjrl-Cartpole-Balance")
 STEPS_PER_EPISODE = 5  # 0.25 s at 0.05 s per env step; Balance ends episodes only at the time limit

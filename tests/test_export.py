@@ -12,12 +12,11 @@ import pytest
 import torch
 from conftest import TINY_RUN, last_json, run_main
 
+from mjrl.checkpoint import load_newest_checkpoint
 from mjrl.cli.main import main as mjrl_main
-from mjrl.runner.checkpoint import load_newest_checkpoint
-from mjrl.runner.evaluate import load_trained
-from mjrl.runner.export import Sidecar
-from mjrl.runner.play import trained_env_config
 from mjrl.tasks import load_task
+from mjrl.tools.export import Sidecar
+from mjrl.tools.trained import load_trained, trained_env_config
 
 CARTPOLE, QUADRUPED = "Mjrl-Cartpole-Balance", "Mjrl-Velocity-Flat-Quadruped"
 TOLERANCE = 1e-5

@@ -10,7 +10,7 @@ import pytest
 from conftest import TINY_RUN, last_json, run_main
 from PIL import Image
 
-from mjrl.runner.plots import plot_runs, series, smooth
+from mjrl.tools.plots import plot_runs, series, smooth
 
 TASK = "Mjrl-Cartpole-Balance"
 BLUE, ORANGE = (31, 119, 180), (255, 127, 14)  # matplotlib's C0 and C1: the first and second run

@@ -10,10 +10,10 @@ import pytest
 import torch
 from conftest import run_main
 
+from mjrl.config import apply_dict, to_dict
 from mjrl.envs import RobotConfig, VecEnv, check_task_spec
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
-from mjrl.runner.config import apply_dict, to_dict
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity.config import RandomizationConfig
 

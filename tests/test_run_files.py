@@ -15,10 +15,10 @@ import torch
 import yaml
 from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
 
-from mjrl.runner.checkpoint import load_checkpoint, save_checkpoint
-from mjrl.runner.evaluate import load_trained
+from mjrl.checkpoint import load_checkpoint, save_checkpoint
 from mjrl.runner.run_dir import claim_run_dir
 from mjrl.tasks import load_task
+from mjrl.tools.trained import load_trained
 
 TASK = "Mjrl-Cartpole-Balance"
 SAME_SECOND = datetime.datetime(2026, 11, 22, 10, 14, 16)

@@ -10,13 +10,15 @@ import torch
 import yaml
 from conftest import WARM_UP, last_json, read_jsonl, run_cli, run_main
 
+from mjrl.checkpoint import list_checkpoints, load_checkpoint
+from mjrl.config import apply_dict
 from mjrl.envs import VecEnv
 from mjrl.rl import build_actor_critic
-from mjrl.runner.checkpoint import list_checkpoints, load_checkpoint
-from mjrl.runner.config import TrainConfig, apply_dict
-from mjrl.runner.evaluate import run_episodes
-from mjrl.runner.play import PlayConfig, evaluate, trained_env_config
+from mjrl.runner.config import TrainConfig
 from mjrl.tasks import load_task
+from mjrl.tools.evaluate import run_episodes
+from mjrl.tools.play import PlayConfig, evaluate
+from mjrl.tools.trained import trained_env_config
 
 TASK = "Mjrl-Cartpole-Balance"
 # Short episodes keep the test fast; the learning signal is the same dm_control reward.

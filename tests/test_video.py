@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from conftest import TINY_RUN, last_json, run_cli, run_main
 
-from mjrl.runner.video import frame_indices
 from mjrl.sim.render import make_camera
 from mjrl.tasks.cartpole import MODEL_XML as CARTPOLE_XML
 from mjrl.tasks.velocity.go1 import GO1
+from mjrl.tools.video import frame_indices
 
 QUADRUPED_XML = GO1.mjcf
 

@@ -49,9 +49,8 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     """Load the checkpoint, build one env on the CPU for the observation layout, export."""
     import torch
 
-    from mjrl.runner.evaluate import load_trained
-    from mjrl.runner.export import default_output, export_policy
-    from mjrl.runner.play import load_checkpoint_of, trained_env_config
+    from mjrl.tools.export import default_output, export_policy
+    from mjrl.tools.trained import load_checkpoint_of, load_trained, trained_env_config
 
     path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
     run_dir = Path(cfg.run_dir) if cfg.run_dir else _run_dir_of(path)

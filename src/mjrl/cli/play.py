@@ -14,7 +14,8 @@ import sys
 
 from mjrl.cli.common import parse_flags, peek_option, pop_task, run_command
 from mjrl.errors import UsageError
-from mjrl.runner.play import PlayConfig, evaluate, load_checkpoint_of, record_video, trained_env_config
+from mjrl.tools.play import PlayConfig, evaluate, record_video
+from mjrl.tools.trained import load_checkpoint_of, trained_env_config
 
 
 def _play(argv: list[str]) -> int:
@@ -39,7 +40,7 @@ def _play(argv: list[str]) -> int:
     env_cfg = trained_env_config(task, state)
     prog, description = f"play {task_name}", f"Evaluate a {task_name} policy."
     cfg = parse_flags(PlayConfig[type(task.env_cfg)], PlayConfig(env=env_cfg), args, prog, description)
-    from mjrl.runner.config import check_numbers
+    from mjrl.config import check_numbers
 
     check_numbers(cfg)
     if cfg.video:

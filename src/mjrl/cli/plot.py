@@ -9,7 +9,7 @@ from typing import Annotated
 import tyro
 
 from mjrl.cli.common import parse_flags, run_command
-from mjrl.runner.plots import XAxis
+from mjrl.tools.plots import XAxis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,7 @@ class PlotConfig:
 
 
 def _plot(argv: list[str]) -> int:
-    from mjrl.runner.plots import plot_runs
+    from mjrl.tools.plots import plot_runs
 
     cfg = parse_flags(PlotConfig, PlotConfig(), argv, "mjrl plot", PlotConfig.__doc__ or "")
     out = plot_runs(cfg.run_dirs, cfg.out, cfg.metrics or None, cfg.x, cfg.smoothing)

@@ -44,7 +44,8 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
         raise UsageError("the first argument must be a task name; `train --help` lists them")
     task = load_task(task_name)
 
-    from mjrl.runner.config import TrainConfig, apply_dict
+    from mjrl.config import apply_dict
+    from mjrl.runner.config import TrainConfig
 
     cfg = TrainConfig.for_task(task)
     if preset is not None:

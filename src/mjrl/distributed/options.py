@@ -39,4 +39,4 @@ class LaunchOptions:
         "rdzv_timeout_s": "> 0",
         "max_restarts": ">= 0",
     }
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+    """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""

@@ -46,7 +46,7 @@ class EnvConfig:
         "action_scale": "> 0",
         "action_clip": "> 0",
     }
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`); a task's subclass
+    """Ranges of the numeric fields (see `mjrl.config.check_numbers`); a task's subclass
     adds its own."""
 
     def for_evaluation(self, num_envs: int, obs_noise: bool = False) -> Self:

@@ -36,7 +36,7 @@ class RunnerConfig:
         "eval_envs": ">= 1",
         "replica_check_interval": ">= 0",
     }
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+    """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,7 @@ class PolicyConfig:
         "init_noise_std": "> 0",
         "obs_std_offset": ">= 0",
     }
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+    """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +127,7 @@ class PpoConfig:
         "lam": "[0, 1]",
         "max_grad_norm": "> 0",
     }
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+    """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -114,7 +114,7 @@ class Tracker:
             self._wandb.log({**scalars, "iteration": step})
 
     def log_video(self, tag: str, mp4: Path, step: int) -> None:
-        """A clip written by mjrl.runner.video: the mp4 to WandB, its GIF twin to TensorBoard."""
+        """A clip written by mjrl.tools.video: the mp4 to WandB, its GIF twin to TensorBoard."""
         if self._tb is not None and mp4.with_suffix(".gif").is_file():
             from PIL import Image
             from tensorboard.compat.proto.summary_pb2 import Summary

@@ -10,14 +10,15 @@ from typing import Any
 
 import yaml
 
+from mjrl.checkpoint import remove_stale_temporaries
+from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
-from mjrl.runner.checkpoint import remove_stale_temporaries
-from mjrl.runner.config import TrainConfig, experiment_config, to_dict
+from mjrl.runner.config import TrainConfig, experiment_config
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.state import TrainingState
-from mjrl.runner.video import ClipRecorder
 from mjrl.sim.render import pick_gl_backend
+from mjrl.tools.video import ClipRecorder
 
 
 class RunOutputs:

@@ -18,19 +18,20 @@ from typing import Any
 
 import torch
 
+from mjrl.checkpoint import checkpoint_path, save_checkpoint
+from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.envs import Task, VecEnv, check_task_spec
 from mjrl.rl import AgentConfig, Algorithm, make_algorithm
-from mjrl.runner.checkpoint import checkpoint_path, save_checkpoint
-from mjrl.runner.config import TrainConfig, to_dict, validate
-from mjrl.runner.evaluate import run_episodes
-from mjrl.runner.export import default_output, export_policy
+from mjrl.runner.config import TrainConfig, validate
 from mjrl.runner.faults import Fault, nan_actions
 from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
 from mjrl.runner.outputs import RunOutputs
 from mjrl.runner.start import agree_on_run, reseed_after_resume, restore_weights_everywhere, seed_everything
 from mjrl.runner.state import TrainingState, checkpoint_contents, restore_training_state, sync_from_main
+from mjrl.tools.evaluate import run_episodes
+from mjrl.tools.export import default_output, export_policy
 
 
 class Runner:

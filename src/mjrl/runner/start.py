@@ -4,16 +4,15 @@ rank 0. Rank 0 decides; every other rank learns the decision through a collectiv
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from mjrl.checkpoint import check_task, load_newest_checkpoint, load_weights
 from mjrl.distributed import DistContext
 from mjrl.errors import SharedUsageError, UsageError
 from mjrl.rl import Algorithm
-from mjrl.runner.checkpoint import load_newest_checkpoint
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.run_dir import claim_run_dir, newest_run_dir
 
@@ -43,18 +42,6 @@ def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
     return newest_run_dir(cfg.log_root, task_name) if cfg.resume else None
 
 
-def load_weights(load: Callable[[], None], source: Path) -> None:
-    """Run `load` (a `load_state_dict` of the checkpoint's weights); a checkpoint whose weights
-    do not fit the configured networks is a usage error that names the first mismatch."""
-    try:
-        load()
-    except RuntimeError as exc:
-        raise UsageError(
-            f"checkpoint {source} does not fit this task's policy (different observation, action or "
-            f"layer sizes): {str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
-        ) from exc
-
-
 def restore_weights_everywhere(ctx: DistContext, algorithm: Algorithm, state: dict | None, source: Path | None) -> None:
     """Rank 0 (which alone holds the checkpoint) loads its weights; if they do not fit the
     configured networks, every rank raises the same error. Raised on rank 0 alone, it left the
@@ -68,11 +55,6 @@ def restore_weights_everywhere(ctx: DistContext, algorithm: Algorithm, state: di
     error = ctx.broadcast_text(error)
     if error:
         raise SharedUsageError(error)
-
-
-def check_task(state: dict, task_name: str, source: Path) -> None:
-    if state.get("task") != task_name:
-        raise UsageError(f"checkpoint {source} belongs to task {state.get('task')!r}, not {task_name!r}")
 
 
 def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, bool]:

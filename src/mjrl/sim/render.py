@@ -2,7 +2,7 @@
 headless OpenGL backend.
 
 MuJoCo fixes its GL backend (`MUJOCO_GL`) when it is first imported, so frames are drawn in a
-process that sets it first (see mjrl.runner.video); `pick_gl_backend` tries each backend in a
+process that sets it first (see mjrl.tools.video); `pick_gl_backend` tries each backend in a
 throw-away interpreter, because one that fails cannot be swapped for another in-process.
 """
 

@@ -46,7 +46,7 @@ class SimConfig:
     randomise them per env; all other model fields are shared by every world."""
 
     bounds: ClassVar[dict] = {"decimation": ">= 1", "timestep": ">= 0", "nconmax": ">= 1", "njmax": ">= 1"}
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
+    """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 from mjrl.errors import UsageError
 
 if TYPE_CHECKING:
-    from mjrl.envs import EnvConfig, Task
+    from mjrl.envs import Task
 
 EnvT = TypeVar("EnvT")  # the task's EnvConfig subclass (unbound: importing mjrl.envs here would slow `play --help`)
 
@@ -58,34 +58,7 @@ class PlayConfig(Generic[EnvT]):
         "video_seconds": "> 0",
         "video_fps": ">= 0",
     }
-    """Ranges of the numeric fields (see `mjrl.runner.config.check_numbers`)."""
-
-
-def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) -> tuple[Path, dict]:
-    """The checkpoint `play` evaluates: a file, or the newest readable one of a run directory."""
-    from mjrl.runner.checkpoint import load_checkpoint, load_newest_checkpoint
-    from mjrl.runner.start import check_task
-
-    if bool(checkpoint) == bool(run_dir):
-        raise UsageError("give exactly one of --checkpoint PATH or --run-dir DIR")
-    if run_dir:
-        if not Path(run_dir).is_dir():
-            raise UsageError(f"--run-dir {run_dir}: no such run directory")
-        path, state = load_newest_checkpoint(Path(run_dir))
-    else:
-        path = Path(checkpoint)
-        state = load_checkpoint(path)
-    check_task(state, task.name, path)
-    return path, state
-
-
-def trained_env_config(task: Task, state: dict | None) -> EnvConfig:
-    """The env config a checkpoint was trained with (the task's defaults without a checkpoint)."""
-    from mjrl.runner.config import apply_dict
-
-    if state is None:
-        return task.env_cfg
-    return apply_dict(task.env_cfg, state["config"]["env"], "env.")
+    """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 
 
 def evaluate(task: Task, cfg: PlayConfig, path: Path | None = None, state: dict | None = None) -> dict:
@@ -94,7 +67,8 @@ def evaluate(task: Task, cfg: PlayConfig, path: Path | None = None, state: dict 
 
     from mjrl.distributed.context import resolve_device
     from mjrl.envs import VecEnv
-    from mjrl.runner.evaluate import ZeroActions, load_trained, run_episodes
+    from mjrl.tools.evaluate import ZeroActions, run_episodes
+    from mjrl.tools.trained import load_checkpoint_of, load_trained
 
     if state is None and not cfg.zero_actions:
         path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
@@ -117,9 +91,9 @@ def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
     import torch
 
     from mjrl.distributed.context import resolve_device
-    from mjrl.runner.evaluate import load_trained
-    from mjrl.runner.video import record_states, render_in_subprocess
     from mjrl.sim.render import pick_gl_backend
+    from mjrl.tools.trained import load_trained
+    from mjrl.tools.video import record_states, render_in_subprocess
 
     out = Path(cfg.video)
     if out.suffix.lower() != ".mp4":

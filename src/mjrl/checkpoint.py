@@ -1,4 +1,5 @@
-"""Checkpoints: written atomically, loaded with weights_only=True, newest valid one found."""
+"""Checkpoints: written atomically, loaded with weights_only=True, newest valid one found, checked
+against the task and the networks they are loaded into."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +102,21 @@ def load_newest_checkpoint(run_dir: Path, map_location: str | torch.device = "cp
         except UsageError as exc:
             print(f"warning: skipping {exc}", file=sys.stderr)
     raise UsageError(f"no readable checkpoint in {run_dir / 'checkpoints'}")
+
+
+def check_task(state: dict, task_name: str, source: Path) -> None:
+    """A checkpoint of another task is a usage error."""
+    if state.get("task") != task_name:
+        raise UsageError(f"checkpoint {source} belongs to task {state.get('task')!r}, not {task_name!r}")
+
+
+def load_weights(load: Callable[[], None], source: Path) -> None:
+    """Run `load` (a `load_state_dict` of the checkpoint's weights); a checkpoint whose weights
+    do not fit the configured networks is a usage error that names the first mismatch."""
+    try:
+        load()
+    except RuntimeError as exc:
+        raise UsageError(
+            f"checkpoint {source} does not fit this task's policy (different observation, action or "
+            f"layer sizes): {str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
+        ) from exc

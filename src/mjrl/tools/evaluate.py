@@ -10,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
-from mjrl.envs import EnvConfig, VecEnv
+from mjrl.envs import VecEnv
 from mjrl.rl.networks import ActorCritic
 
 MetricsFn = Callable[[VecEnv], dict[str, torch.Tensor]]
@@ -152,24 +151,3 @@ class _EpisodeRecord:
             self.lengths.flatten()[:episodes].tolist(),
             self.terminated.flatten()[:episodes].tolist(),
         )
-
-
-def load_trained(
-    task: Any, state: dict, source: Path, env_cfg: EnvConfig, device: torch.device, seed: int = 0
-) -> tuple[VecEnv, ActorCritic]:
-    """An env built from `env_cfg` and the checkpoint's policy on it, in eval mode: what `play`,
-    videos and export start from."""
-    from mjrl.rl import build_actor_critic
-    from mjrl.runner.config import TrainConfig, apply_dict
-    from mjrl.runner.start import load_weights
-
-    saved = state["config"]
-    # Checkpoints from before `obs_std_offset` existed were normalised without an offset.
-    if "agent" in saved:  # before issue 23 split it into runner, algorithm and policy
-        saved = {**saved, "agent": {"obs_std_offset": 0.0, **saved["agent"]}}
-    train_cfg = apply_dict(TrainConfig.for_task(task), saved)
-    env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
-    policy = build_actor_critic(env.obs_dims, env.num_actions, train_cfg.policy, device)
-    load_weights(lambda: policy.load_state_dict(state["policy"]), source)
-    policy.eval()
-    return env, policy

@@ -1,0 +1,72 @@
+"""The one way to rebuild a trained policy: find and check its checkpoint, rebuild the env config
+and the policy config it was trained with, and load its weights into a fresh env and policy.
+`play`, videos, export, the benchmark scripts and the tests all start here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mjrl.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+    from mjrl.envs import EnvConfig, Task, VecEnv
+    from mjrl.rl import ActorCritic, PolicyConfig
+
+
+def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) -> tuple[Path, dict]:
+    """The checkpoint a tool reads: a file, or the newest readable one of a run directory."""
+    from mjrl.checkpoint import check_task, load_checkpoint, load_newest_checkpoint
+
+    if bool(checkpoint) == bool(run_dir):
+        raise UsageError("give exactly one of --checkpoint PATH or --run-dir DIR")
+    if run_dir:
+        if not Path(run_dir).is_dir():
+            raise UsageError(f"--run-dir {run_dir}: no such run directory")
+        path, state = load_newest_checkpoint(Path(run_dir))
+    else:
+        path = Path(checkpoint)
+        state = load_checkpoint(path)
+    check_task(state, task.name, path)
+    return path, state
+
+
+def trained_env_config(task: Task, state: dict | None) -> EnvConfig:
+    """The env config a checkpoint was trained with (the task's defaults without a checkpoint)."""
+    from mjrl.config import apply_dict
+
+    if state is None:
+        return task.env_cfg
+    return apply_dict(task.env_cfg, state["config"]["env"], "env.")
+
+
+def trained_policy_config(task: Task, state: dict) -> PolicyConfig:
+    """The policy config a checkpoint was trained with. Runs before issue 23 kept it in one
+    `agent` section with the loop's and PPO's settings; runs from before `obs_std_offset`
+    existed were normalised without an offset."""
+    from mjrl.config import apply_dict
+
+    saved: dict[str, Any] = state["config"]
+    policy = task.agent_cfg.policy
+    if "agent" in saved:
+        old = {"obs_std_offset": 0.0, **saved["agent"]}
+        names = {name for name in policy.__dataclass_fields__}
+        return apply_dict(policy, {k: v for k, v in old.items() if k in names}, "agent.")
+    return apply_dict(policy, saved.get("policy", {}), "policy.")
+
+
+def load_trained(
+    task: Task, state: dict, source: Path, env_cfg: EnvConfig, device: torch.device, seed: int = 0
+) -> tuple[VecEnv, ActorCritic]:
+    """An env built from `env_cfg` and the checkpoint's policy on it, in eval mode."""
+    from mjrl.checkpoint import load_weights
+    from mjrl.envs import VecEnv
+    from mjrl.rl import build_actor_critic
+
+    env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
+    policy = build_actor_critic(env.obs_dims, env.num_actions, trained_policy_config(task, state), device)
+    load_weights(lambda: policy.load_state_dict(state["policy"]), source)
+    policy.eval()
+    return env, policy
