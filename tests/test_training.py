@@ -145,6 +145,14 @@ def test_resume_continues_iterations_without_repeats(log_root):
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 7
 
 
+def test_a_cpu_run_prints_nothing_on_stderr(log_root):
+    """Nothing a user must learn to ignore: on a machine without an NVIDIA driver Warp's C++
+    prints a warning when it starts, which the simulation layer keeps off the terminal."""
+    result = run_cli("train", TASK, "--preset", "smoke", "--device", "cpu", "--log-root", str(log_root))
+    assert result.returncode == 0 and result.stderr == "", result.stderr[-2000:]
+    assert last_json(result.stdout)["iterations"] == 3
+
+
 def test_saved_config_reproduces_the_run_settings(log_root):
     first = train(log_root, "--runner.max-iterations", "1", "--algorithm.learning-rate", "0.0007", "--seed", "3")
     config = Path(first["run_dir"]) / "config.yaml"

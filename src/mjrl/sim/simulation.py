@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import tempfile
 from typing import ClassVar
 
 import mujoco
@@ -76,6 +77,32 @@ def choose_graph(requested: bool, is_cuda: bool, mempool_enabled: bool, conditio
 
 
 # Data arrays exposed as torch views. Names match mujoco's MjData fields.
+_NO_DRIVER = "Warp CUDA warning: Could not find or load the NVIDIA CUDA driver"
+_warp_started = False
+
+
+def init_warp() -> None:
+    """Start Warp's runtime (once per process) without the line its C++ code prints to stderr on
+    a machine without an NVIDIA driver: a CPU run is what that machine is for, and every command
+    printed it first. Any other line Warp prints there is passed on."""
+    global _warp_started
+    if _warp_started:
+        return
+    _warp_started = True
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        printed = captured.read().decode(errors="replace")
+    sys.stderr.write("".join(line for line in printed.splitlines(keepends=True) if not line.startswith(_NO_DRIVER)))
+
+
 _STATE_FIELDS = (
     "qpos",
     "qvel",
@@ -107,6 +134,7 @@ class Simulation:
     def __init__(self, mj_model: mujoco.MjModel, num_worlds: int, device: str, cfg: SimConfig):
         import mujoco_warp as mjw
 
+        init_warp()
         if cfg.timestep > 0:
             mj_model.opt.timestep = cfg.timestep
         self.mj_model = mj_model
