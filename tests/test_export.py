@@ -115,6 +115,7 @@ def test_sidecar_round_trips_and_describes_the_env(trained):
     assert [t.name for t in sidecar.observation_terms] == list(terms)
     for term in sidecar.observation_terms:
         assert torch.equal(obs[:, term.start : term.start + term.size], terms[term.name].func(env))
+        assert term.history == terms[term.name].history == 1
     if task_name == QUADRUPED:
         legs = [f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")]
         assert sidecar.action_joints == tuple(legs)

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from mjrl.envs import TerminationTerm, VecEnv
+from mjrl.envs import TerminationTerm, VecEnv, check_task_spec
+from mjrl.errors import UsageError
 from mjrl.sim import Simulation
 from mjrl.tasks import load_task
 
@@ -192,3 +193,42 @@ def test_graph_capture_only_where_the_gpu_supports_it(requested, is_cuda, mempoo
         assert choice.warning is None
     else:
         assert warned_about in choice.warning and "\n" not in choice.warning
+
+
+def test_an_observation_term_with_history_holds_its_last_steps_newest_first():
+    """Three steps of the pole's angle (cos, sin): shifted once per step, the final observation of
+    an ending episode keeps its history, and a reset starts every slot at the new first value."""
+    cfg = dataclasses.replace(BALANCE.env_cfg, num_envs=4, episode_length_s=0.25).for_evaluation(4)
+    spec = BALANCE.build(cfg)
+    actor = dict(spec.observations["actor"])
+    actor["pole_angle"] = dataclasses.replace(actor["pole_angle"], history=3)
+    spec = dataclasses.replace(spec, observations={**spec.observations, "actor": actor})
+    env = VecEnv(cfg, spec, torch.device("cpu"), seed=0)
+    columns = env.obs_term_slices("actor")["pole_angle"]
+    k = (columns.stop - columns.start) // 3
+    assert env.obs_dims["actor"] == env.obs_dims["critic"] + 2 * k
+
+    def history() -> torch.Tensor:
+        return env.obs["actor"][:, columns].view(env.num_envs, 3, k)
+
+    first = actor["pole_angle"].func(env).clone()
+    assert torch.equal(history(), first.unsqueeze(1).expand(-1, 3, -1))  # every slot the first value
+    seen = [first, first]  # the slots a reset filled
+    assert env.max_episode_length == 5  # 0.25 s at 20 Hz
+    for _ in range(4):  # none ends yet
+        _, _, terminated, truncated, _ = env.step(torch.ones(env.num_envs, env.num_actions))
+        assert not (terminated | truncated).any()
+        assert torch.equal(history()[:, 0], actor["pole_angle"].func(env))  # the newest is this step's
+        seen.insert(0, history()[:, 0].clone())
+        assert torch.equal(history()[:, 1], seen[1]) and torch.equal(history()[:, 2], seen[2])
+    before = history().clone()
+    _, _, terminated, truncated, extras = env.step(torch.ones(env.num_envs, env.num_actions))
+    assert truncated.all()  # the fifth step ends every episode
+    final = extras["final_obs"]["actor"][:, columns].view(env.num_envs, 3, k)
+    assert torch.equal(final[:, 1:], before[:, :2])  # the ending episode's history, shifted
+    assert torch.equal(history(), history()[:, :1].expand(-1, 3, -1))  # restarted: one value
+    assert not torch.equal(history()[:, 0], final[:, 0])
+    # A history below one step is refused before anything is built.
+    actor["pole_angle"] = dataclasses.replace(actor["pole_angle"], history=0)
+    with pytest.raises(UsageError, match=r"observation actor\.pole_angle: history must be"):
+        check_task_spec(dataclasses.replace(spec, observations={**spec.observations, "actor": actor}))

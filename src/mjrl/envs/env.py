@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mjrl.envs.robot import Robot
-from mjrl.envs.spec import EnvConfig, TaskSpec
+from mjrl.envs.spec import EnvConfig, ObsTerm, TaskSpec
 from mjrl.envs.terrain import TerrainState
 from mjrl.sim import Simulation
 
@@ -84,6 +84,8 @@ class VecEnv:
         self.obs_dims = {}
         self._memo: dict[Callable, torch.Tensor] | None = None
         self._actor_noise_std: torch.Tensor | None = None
+        # (num_envs, history, k) of each term with history > 1, by (group, term name).
+        self._histories: dict[tuple[str, str], torch.Tensor] = {}
         self._episode_end_events = [ev for ev in task.events.values() if ev.mode == "episode_end"]
         weights = [term.weight for term in task.rewards.values()]
         self._reward_weights = torch.tensor(weights, device=device).unsqueeze(1)
@@ -107,7 +109,7 @@ class VecEnv:
         if self.cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
         self.after_physics()
-        self.obs = self.compute_obs()
+        self.obs = self.compute_obs(restarted=torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
 
     def curriculum_state(self) -> dict[str, torch.Tensor]:
         """What a checkpoint keeps of the env beyond its random stream: the terrain rows of the
@@ -144,7 +146,7 @@ class VecEnv:
             terminated, truncated = self._compute_dones()
             self.terminated = terminated
             reward, term_values = self._compute_reward()
-            final_obs = self.compute_obs()
+            final_obs = self.compute_obs(new_step=True)
 
         # Envs whose state, observation or reward is not finite end here (a termination, with
         # no reward and nothing bootstrapped) and are reset; the others carry on.
@@ -168,7 +170,7 @@ class VecEnv:
         self._reset_envs(done)
         self.whole_episode |= done
         with self._one_state():
-            self.obs = self.compute_obs()
+            self.obs = self.compute_obs(restarted=done)
         return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
 
     @contextlib.contextmanager
@@ -196,25 +198,47 @@ class VecEnv:
     def _finite_rows(*tensors: torch.Tensor) -> torch.Tensor:
         return torch.isfinite(torch.cat(tensors, dim=1)).all(dim=1)
 
-    def compute_obs(self) -> Obs:
-        obs = {group: torch.cat([self.cached(t.func) for t in terms.values()], dim=-1)
-               for group, terms in self.task.observations.items()}  # fmt: skip
+    def compute_obs(self, new_step: bool = False, restarted: torch.Tensor | None = None) -> Obs:
+        """Every observation group of the current state. Terms with a history shift it by one
+        step with `new_step` (once per env step) and start it over, every slot the current
+        value, in the `restarted` envs (after a reset); otherwise it is read as it is."""
+        obs = {
+            group: torch.cat([self._term_obs(group, name, t, new_step, restarted) for name, t in terms.items()], dim=-1)
+            for group, terms in self.task.observations.items()
+        }
         if self.cfg.obs_noise:
             # One draw for the whole actor vector, scaled per column by its term's noise std.
             if self._actor_noise_std is None:  # first call, at construction (not in a step)
                 terms = self.task.observations["actor"].values()
-                stds = [torch.full((self.cached(t.func).shape[-1],), t.noise_std) for t in terms]
+                stds = [torch.full((self.cached(t.func).shape[-1] * t.history,), t.noise_std) for t in terms]
                 self._actor_noise_std = torch.cat(stds).to(self.device)
             noise = torch.randn(obs["actor"].shape, device=self.device, generator=self.generator)
             obs["actor"] = obs["actor"] + self._actor_noise_std * noise
         return obs
+
+    def _term_obs(
+        self, group: str, name: str, term: ObsTerm, new_step: bool, restarted: torch.Tensor | None
+    ) -> torch.Tensor:
+        value = self.cached(term.func)
+        if term.history == 1:
+            return value
+        key = (group, name)
+        if key not in self._histories:
+            self._histories[key] = value.unsqueeze(1).repeat(1, term.history, 1)
+        history = self._histories[key]
+        if new_step:
+            history[:, 1:] = history[:, :-1].clone()
+            history[:, 0] = value
+        if restarted is not None:
+            torch.where(restarted.view(-1, 1, 1), value.unsqueeze(1), history, out=history)
+        return history.flatten(1)
 
     def obs_term_slices(self, group: str) -> dict[str, slice]:
         """Where each term of an observation group lies in the vector `compute_obs` concatenates
         (evaluates the terms once; for export and probes, never in the training loop)."""
         slices, start = {}, 0
         for name, term in self.task.observations[group].items():
-            size = int(term.func(self).shape[-1])
+            size = int(term.func(self).shape[-1]) * term.history
             slices[name], start = slice(start, start + size), start + size
         return slices
 
@@ -287,8 +311,9 @@ class VecEnv:
 
     def reset(self) -> Obs:
         """Reset every env and return the first observation."""
-        self._reset_envs(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
-        self.obs = self.compute_obs()
+        everything = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self._reset_envs(everything)
+        self.obs = self.compute_obs(restarted=everything)
         return self.obs
 
     def _reset_envs(self, mask: torch.Tensor) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self
 import torch
 
 from mjrl.envs.robot import Robot, RobotConfig
+from mjrl.errors import UsageError
 from mjrl.sim import Scene, SimConfig
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ class ObsTerm:
     """Returns a (num_envs, k) tensor."""
     noise_std: float = 0.0
     """Std of Gaussian noise added to actor observations when `obs_noise` is on."""
+    history: int = 1
+    """Steps of the term in the observation, newest first, as history * k columns: a policy
+    without a velocity estimator reads motion from a few past steps. After a reset every slot
+    holds the first value of the episode."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +151,10 @@ def check_task_spec(spec: TaskSpec) -> None:
     """Compile the task's scene and resolve its robot's names on the host (a fraction of a
     second), so a wrong file, name or terrain setting is a usage error before a run directory is
     made or kernels compile."""
+    for group, terms in spec.observations.items():
+        for name, term in terms.items():
+            if not isinstance(term.history, int) or term.history < 1:
+                raise UsageError(f"observation {group}.{name}: history must be an integer of at least 1")
     model, _ = spec.scene.build()
     if spec.robot is not None:
         Robot.resolve(model, spec.robot, torch.device("cpu"))

@@ -34,6 +34,8 @@ class ObsTerm:
     start: int
     """First column of the term in the observation vector."""
     size: int
+    history: int = 1
+    """Steps of the term, newest first: its `size` is history times the term's own width."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +120,8 @@ def export_policy(
         output_name="actions",
         observation_size=obs_size,
         observation_terms=tuple(
-            ObsTerm(name, cols.start, cols.stop - cols.start) for name, cols in env.obs_term_slices("actor").items()
+            ObsTerm(name, cols.start, cols.stop - cols.start, env.task.observations["actor"][name].history)
+            for name, cols in env.obs_term_slices("actor").items()
         ),
         action_size=env.num_actions,
         action_joints=tuple(env.sim.actuator_joints()),
