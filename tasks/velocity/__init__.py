@@ -25,12 +25,13 @@ import math
 from functools import partial
 from pathlib import Path
 
-from mjrl.envs import CommandTerm, EventTerm, ObsTerm, RewardTerm, TaskSpec, TerminationTerm
+from mjrl.envs import CommandTerm, EventTerm, ObsTerm, RewardTerm, Task, TaskSpec, TerminationTerm
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
+from mjrl.rl.config import AgentConfig
 from mjrl.sim import Scene
 from mjrl.tasks.velocity import legged
-from mjrl.tasks.velocity.config import VelocityEnvConfig
+from mjrl.tasks.velocity.config import AGENT, VelocityEnvConfig
 from mjrl.tasks.velocity.legged import COMMAND, play_metrics
 
 __all__ = ["VelocityEnvConfig", "build", "play_metrics"]
@@ -134,3 +135,8 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         # resets need no kinematics pass.
         refresh_kinematics_on_reset=False,
     )
+
+
+def velocity_task(name: str, env_cfg: VelocityEnvConfig, agent_cfg: AgentConfig = AGENT) -> Task:
+    """A robot's velocity task: its env config with the shared terms (`build`) and figures."""
+    return Task(name=name, env_cfg=env_cfg, agent_cfg=agent_cfg, build=build, play_metrics=play_metrics)

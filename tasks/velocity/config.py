@@ -216,11 +216,17 @@ AGENT = AgentConfig(
     ),
 )
 
-ROUGH = {
-    "terrain": TerrainConfig(kind="grid"),
-    "height_scan": HeightScanConfig(enabled=True),
-    "commands": CommandConfig(heading=True),
-}
-"""What turns a flat velocity task into its rough one: a terrain grid with the curriculum, the
-height scan, and heading commands (straight walks, which the curriculum can judge). Rewards,
-terminations and PPO settings stay the flat task's."""
+
+def on_rough_terrain(flat: VelocityEnvConfig) -> VelocityEnvConfig:
+    """What turns a flat velocity task into its rough one: a terrain grid with the curriculum, the
+    height scan, and heading commands (straight walks, which the curriculum can judge). Rewards,
+    terminations and PPO settings stay the flat task's. On the heightfield a geom touches up to 4
+    of its triangles, not 1 plane: 40 contacts and 128 constraint rows cover what
+    `scripts/bench_quadruped.py --check-buffers` saw with margin."""
+    return dataclasses.replace(
+        flat,
+        terrain=TerrainConfig(kind="grid"),
+        height_scan=HeightScanConfig(enabled=True),
+        commands=CommandConfig(heading=True),
+        sim=dataclasses.replace(flat.sim, nconmax=40, njmax=128),
+    )

@@ -4,10 +4,9 @@ rough terrain with a curriculum."""
 import dataclasses
 from pathlib import Path
 
-from mjrl.envs import Task
 from mjrl.envs.robot import RobotConfig
-from mjrl.tasks.velocity import build, play_metrics
-from mjrl.tasks.velocity.config import AGENT, ROUGH, VelocityEnvConfig
+from mjrl.tasks.velocity import velocity_task
+from mjrl.tasks.velocity.config import VelocityEnvConfig, on_rough_terrain
 
 LEGS = ("FR", "FL", "RR", "RL")
 
@@ -37,26 +36,5 @@ GO1_ENV = VelocityEnvConfig(
     ),
 )
 
-VELOCITY_FLAT = Task(
-    name="Mjrl-Velocity-Flat-Quadruped",
-    env_cfg=GO1_ENV,
-    agent_cfg=AGENT,
-    build=build,
-    play_metrics=play_metrics,
-)
-
-GO1_ROUGH_ENV = dataclasses.replace(
-    GO1_ENV,
-    **ROUGH,
-    # On the heightfield a geom touches up to 4 of its triangles, not 1 plane: 40 contacts and
-    # 128 rows cover what `scripts/bench_quadruped.py --check-buffers` saw with margin.
-    sim=dataclasses.replace(GO1_ENV.sim, nconmax=40, njmax=128),
-)
-
-VELOCITY_ROUGH = Task(
-    name="Mjrl-Velocity-Rough-Quadruped",
-    env_cfg=GO1_ROUGH_ENV,
-    agent_cfg=AGENT,
-    build=build,
-    play_metrics=play_metrics,
-)
+VELOCITY_FLAT = velocity_task("Mjrl-Velocity-Flat-Quadruped", GO1_ENV)
+VELOCITY_ROUGH = velocity_task("Mjrl-Velocity-Rough-Quadruped", on_rough_terrain(GO1_ENV))

@@ -5,10 +5,15 @@ them from this config alone."""
 import dataclasses
 from pathlib import Path
 
-from mjrl.envs import Task
 from mjrl.envs.robot import RobotConfig
-from mjrl.tasks.velocity import build, play_metrics
-from mjrl.tasks.velocity.config import AGENT, ROUGH, RandomizationConfig, RewardConfig, VelocityEnvConfig
+from mjrl.tasks.velocity import velocity_task
+from mjrl.tasks.velocity.config import (
+    AGENT,
+    RandomizationConfig,
+    RewardConfig,
+    VelocityEnvConfig,
+    on_rough_terrain,
+)
 
 LEGS = ("LF", "RF", "LH", "RH")
 
@@ -38,21 +43,6 @@ MULE_ENV = VelocityEnvConfig(
 # came to rely on it; the mean policy fell in a fifth of its evaluation episodes (docs/benchmarks.md).
 MULE_AGENT = AGENT.replace(entropy_coef=0.0025)
 
-VELOCITY_FLAT_MULE = Task(
-    name="Mjrl-Velocity-Flat-Mule",
-    env_cfg=MULE_ENV,
-    agent_cfg=MULE_AGENT,
-    build=build,
-    play_metrics=play_metrics,
-)
-
+VELOCITY_FLAT_MULE = velocity_task("Mjrl-Velocity-Flat-Mule", MULE_ENV, MULE_AGENT)
 # The same terrain as the Go1's, by config alone.
-MULE_ROUGH_ENV = dataclasses.replace(MULE_ENV, **ROUGH, sim=dataclasses.replace(MULE_ENV.sim, nconmax=40, njmax=128))
-
-VELOCITY_ROUGH_MULE = Task(
-    name="Mjrl-Velocity-Rough-Mule",
-    env_cfg=MULE_ROUGH_ENV,
-    agent_cfg=MULE_AGENT,
-    build=build,
-    play_metrics=play_metrics,
-)
+VELOCITY_ROUGH_MULE = velocity_task("Mjrl-Velocity-Rough-Mule", on_rough_terrain(MULE_ENV), MULE_AGENT)

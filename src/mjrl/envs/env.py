@@ -100,7 +100,8 @@ class VecEnv:
     def _start_episodes(self) -> None:
         """Reset every env; with `random_initial_episode_length`, each starts at a random point
         of its first episode so that time-outs spread over iterations."""
-        self._reset_envs(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        everything = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self._reset_envs(everything)
         self.whole_episode = torch.full(
             (self.num_envs,), not self.cfg.random_initial_episode_length, device=self.device
         )
@@ -109,7 +110,7 @@ class VecEnv:
         if self.cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
         self.after_physics()
-        self.obs = self.compute_obs(restarted=torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        self.obs = self.compute_obs(restarted=everything)
 
     def curriculum_state(self) -> dict[str, torch.Tensor]:
         """What a checkpoint keeps of the env beyond its random stream: the terrain rows of the
@@ -291,16 +292,21 @@ class VecEnv:
         for row, job in enumerate(self._interval_jobs):
             job(due[row])
             torch.rand(self.num_envs, device=self.device, generator=self.generator, out=fresh[row])
-        fresh.mul_(self._interval_width).add_(self._interval_low)
-        torch.where(due, fresh, self._interval_timers, out=self._interval_timers)
+        self._restart_timers(due)
 
     def _redraw_interval_timers(self, mask: torch.Tensor) -> None:
         """A reset starts every interval job's timer afresh: a command drawn at the reset then
         holds for a whole interval, not for what the old episode had left of its timer."""
         if not self._interval_jobs:
             return
-        fresh = torch.rand(self._interval_timers.shape, device=self.device, generator=self.generator)
-        fresh = fresh * self._interval_width + self._interval_low
+        fresh = self._fresh_timers
+        torch.rand(fresh.shape, device=self.device, generator=self.generator, out=fresh)
+        self._restart_timers(mask)
+
+    def _restart_timers(self, mask: torch.Tensor) -> None:
+        """The timers under `mask` start over from the uniform draws in `_fresh_timers`, scaled
+        to each job's interval."""
+        fresh = self._fresh_timers.mul_(self._interval_width).add_(self._interval_low)
         torch.where(mask, fresh, self._interval_timers, out=self._interval_timers)
 
     def _resample_command(self, name: str, mask: torch.Tensor) -> None:

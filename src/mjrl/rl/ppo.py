@@ -205,6 +205,7 @@ class PPO:
         and a tiny one would blow up the first rollout's deviations."""
         normalizers = {"actor": self.policy.actor_normalizer, "critic": self.policy.critic_normalizer}
         normalizers = {group: n for group, n in normalizers.items() if n is not None}
+        steps = steps if normalizers else 0
 
         def merge(group: str, seen: torch.Tensor) -> None:
             normalizer = normalizers[group]
@@ -216,13 +217,13 @@ class PPO:
         seen = {group: [obs[group]] for group in normalizers}
         for group in normalizers:
             merge(group, obs[group])
-        for _ in range(steps if normalizers else 0):
+        for _ in range(steps):
             obs = step(self.act(obs))
             for group in normalizers:
                 seen[group].append(obs[group])
         for group in normalizers:
             merge(group, torch.cat(seen[group]))
-        return steps if normalizers else 0
+        return steps
 
     # ---------------------------------------------------------------------------- update
 

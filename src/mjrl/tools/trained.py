@@ -4,6 +4,7 @@ and the policy config it was trained with, and load its weights into a fresh env
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +53,7 @@ def trained_policy_config(task: Task, state: dict) -> PolicyConfig:
     policy = task.agent_cfg.policy
     if "agent" in saved:
         old = {"obs_std_offset": 0.0, **saved["agent"]}
-        names = {name for name in policy.__dataclass_fields__}
+        names = {field.name for field in dataclasses.fields(policy)}
         return apply_dict(policy, {k: v for k, v in old.items() if k in names}, "agent.")
     return apply_dict(policy, saved.get("policy", {}), "policy.")
 
