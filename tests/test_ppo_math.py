@@ -86,6 +86,25 @@ def test_std_offset_bounds_the_scaling_of_features_without_spread_and_is_exporte
         assert torch.allclose(DeployedActor(policy)(x), policy.act_deterministic(x), atol=1e-6)
 
 
+def test_a_std_floor_keeps_a_noise_only_feature_small_and_is_exported_but_not_saved():
+    """A column with a floor is divided by max(std, floor): noise of std 0.05 under a floor of
+    0.2 stays at a quarter of unit variance; a column that spreads more than its floor is scaled
+    by its own std. The floor is the task's, so checkpoints keep their keys."""
+    rng = np.random.default_rng(3)
+    data = rng.normal(loc=[0.3, 0.3, 1.0], scale=[0.05, 0.5, 0.05], size=(2000, 3))
+    floor = torch.tensor([0.2, 0.2, 0.0])
+    policy = ActorCritic(3, 3, 1, (8,), (8,), "elu", 1.0, normalize=True, actor_std_floor=floor)
+    update_from_sums(policy.actor_normalizer, moment_sums(torch.tensor(data)))
+    x = torch.tensor(data, dtype=torch.float32)
+    spread = policy.normalize_actor(x).std(dim=0)
+    assert abs(spread[0] - 0.25) < 0.02 and abs(spread[1] - 1.0) < 0.02 and abs(spread[2] - 1.0) < 0.02
+    with torch.no_grad():
+        assert torch.allclose(DeployedActor(policy)(x), policy.act_deterministic(x), atol=1e-6)
+    plain = ActorCritic(3, 3, 1, (8,), (8,), "elu", 1.0, normalize=True)
+    assert policy.state_dict().keys() == plain.state_dict().keys()
+    plain.load_state_dict(policy.state_dict())
+
+
 def test_summed_moments_of_two_batches_give_the_statistics_of_the_pooled_data():
     """What pooling over ranks relies on: adding the batches' moment sums (one all-reduce)."""
     rng = np.random.default_rng(1)

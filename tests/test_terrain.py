@@ -183,6 +183,16 @@ def test_the_height_scan_matches_mujoco_rays_under_any_heading(rough_env):
         np.testing.assert_allclose(scan[i], expected, atol=1e-3)
 
 
+def test_only_the_height_scan_columns_have_a_std_floor(rough_env):
+    env = rough_env
+    for group in ("actor", "critic"):
+        floors = env.obs_std_floors[group]
+        scan = env.obs_term_slices(group)["height_scan"]
+        assert floors.shape == (env.obs_dims[group],)
+        assert torch.all(floors[scan] == env.cfg.height_scan.std_floor) and env.cfg.height_scan.std_floor > 0
+        assert torch.all(floors[: scan.start] == 0) and torch.all(floors[scan.stop :] == 0)
+
+
 def test_the_curriculum_judges_an_episode_before_its_reset(rough_env):
     """Env 0 ends its episode 2.5 m from its patch's centre (promoted), env 1 at the centre with
     a 1 m/s command (demoted): the episode-end hook must see where they were, not the reset."""

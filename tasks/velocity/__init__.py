@@ -50,7 +50,7 @@ def _observations(cfg: VelocityEnvConfig) -> dict[str, dict[str, ObsTerm]]:
     }
     if cfg.height_scan.enabled:
         scan = mdp.HeightScan(cfg.height_scan.size, cfg.height_scan.resolution)
-        actor["height_scan"] = ObsTerm(scan, noise_std=noise.height_scan)
+        actor["height_scan"] = ObsTerm(scan, noise_std=noise.height_scan, std_floor=cfg.height_scan.std_floor)
     privileged = {
         "ground_friction": ObsTerm(mdp.ground_friction),
         "foot_contacts": ObsTerm(legged.foot_contact_states),

@@ -96,6 +96,8 @@ class VecEnv:
                 ev.func(self, everything)
         self._start_episodes()
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
+        self.obs_std_floors = {group: self._std_floors(terms) for group, terms in task.observations.items()}
+        """Per group, each column's `ObsTerm.std_floor` (None when no term has one)."""
 
     def _start_episodes(self) -> None:
         """Reset every env; with `random_initial_episode_length`, each starts at a random point
@@ -216,6 +218,12 @@ class VecEnv:
             noise = torch.randn(obs["actor"].shape, device=self.device, generator=self.generator)
             obs["actor"] = obs["actor"] + self._actor_noise_std * noise
         return obs
+
+    def _std_floors(self, terms: dict[str, ObsTerm]) -> torch.Tensor | None:
+        if not any(t.std_floor for t in terms.values()):
+            return None
+        columns = [torch.full((self.cached(t.func).shape[-1] * t.history,), t.std_floor) for t in terms.values()]
+        return torch.cat(columns).to(self.device)
 
     def _term_obs(
         self, group: str, name: str, term: ObsTerm, new_step: bool, restarted: torch.Tensor | None

@@ -67,6 +67,10 @@ class ObsTerm:
     """Steps of the term in the observation, newest first, as history * k columns: a policy
     without a velocity estimator reads motion from a few past steps. After a reset every slot
     holds the first value of the episode."""
+    std_floor: float = 0.0
+    """The smallest std the policy's observation normaliser divides this term's columns by, in
+    the term's units. A term whose spread can be noise alone (a height scan on flat ground)
+    would otherwise be scaled up to unit variance and drown the other inputs in noise."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +159,8 @@ def check_task_spec(spec: TaskSpec) -> None:
         for name, term in terms.items():
             if not isinstance(term.history, int) or term.history < 1:
                 raise UsageError(f"observation {group}.{name}: history must be an integer of at least 1")
+            if not term.std_floor >= 0:
+                raise UsageError(f"observation {group}.{name}: std_floor must be >= 0, got {term.std_floor}")
     model, _ = spec.scene.build()
     if spec.robot is not None:
         Robot.resolve(model, spec.robot, torch.device("cpu"))

@@ -11,6 +11,8 @@ from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
 from mjrl.rl.networks import ActorCritic, build_actor_critic
 
 if TYPE_CHECKING:
+    import torch
+
     from mjrl.distributed import DistContext
 
 __all__ = [
@@ -34,10 +36,11 @@ def make_algorithm(
     num_envs: int,
     num_steps: int,
     ctx: DistContext,
+    obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
 ) -> Algorithm:
     """The algorithm a run trains with, for `num_envs` envs with these observation groups and
-    actions, and rollouts of `num_steps` steps."""
+    actions, and rollouts of `num_steps` steps (`obs_std_floors`: see `build_actor_critic`)."""
     from mjrl.rl.ppo import PPO
 
-    actor_critic = build_actor_critic(dict(obs_dims), num_actions, policy, ctx.device)
+    actor_critic = build_actor_critic(obs_dims, num_actions, policy, ctx.device, obs_std_floors)
     return PPO(actor_critic, algorithm, ctx, num_envs, num_steps)

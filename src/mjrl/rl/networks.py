@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -65,13 +66,18 @@ class ActorCritic(nn.Module):
         init_noise_std: float,
         normalize: bool,
         obs_std_offset: float = 0.0,
+        actor_std_floor: torch.Tensor | None = None,
+        critic_std_floor: torch.Tensor | None = None,
     ):
         super().__init__()
         self.actor = mlp(actor_obs_dim, actor_hidden, num_actions, activation)
         self.critic = mlp(critic_obs_dim, critic_hidden, 1, activation)
         self.log_std = nn.Parameter(torch.full((num_actions,), float(torch.log(torch.tensor(init_noise_std)))))
-        self.actor_normalizer = RunningNormalizer(actor_obs_dim, std_offset=obs_std_offset) if normalize else None
-        self.critic_normalizer = RunningNormalizer(critic_obs_dim, std_offset=obs_std_offset) if normalize else None
+        self.actor_normalizer = self.critic_normalizer = None
+        if normalize:
+            offset = obs_std_offset
+            self.actor_normalizer = RunningNormalizer(actor_obs_dim, std_offset=offset, std_floor=actor_std_floor)
+            self.critic_normalizer = RunningNormalizer(critic_obs_dim, std_offset=offset, std_floor=critic_std_floor)
 
     def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor_normalizer(obs) if self.actor_normalizer is not None else obs
@@ -93,9 +99,16 @@ class ActorCritic(nn.Module):
 
 
 def build_actor_critic(
-    obs_dims: dict[str, int], num_actions: int, cfg: PolicyConfig, device: torch.device
+    obs_dims: Mapping[str, int],
+    num_actions: int,
+    cfg: PolicyConfig,
+    device: torch.device,
+    obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
 ) -> ActorCritic:
-    """The actor-critic of `cfg` for an env's observation groups (`actor`, `critic`) and actions."""
+    """The actor-critic of `cfg` for an env's observation groups (`actor`, `critic`) and actions;
+    `obs_std_floors` gives per group the smallest std each column is normalised by (the env's
+    `obs_std_floors`)."""
+    floors = obs_std_floors or {}
     return ActorCritic(
         obs_dims["actor"],
         obs_dims["critic"],
@@ -106,6 +119,8 @@ def build_actor_critic(
         cfg.init_noise_std,
         cfg.normalize_observations,
         cfg.obs_std_offset,
+        floors.get("actor"),
+        floors.get("critic"),
     ).to(device)
 
 

@@ -12,13 +12,24 @@ from torch import nn
 
 
 class RunningNormalizer(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-8, clip: float = 10.0, std_offset: float = 0.0):
+    def __init__(
+        self,
+        dim: int,
+        eps: float = 1e-8,
+        clip: float = 10.0,
+        std_offset: float = 0.0,
+        std_floor: torch.Tensor | None = None,
+    ):
         super().__init__()
         self.eps = eps
         self.clip = clip
         self.std_offset = std_offset
         """Added to the std before dividing: with 0, a feature with almost no spread (a balanced
         pole's angle, a noise-only input) is scaled up to unit variance; rsl_rl adds 0.01."""
+        self.std_floor: torch.Tensor | None
+        """Per feature, the smallest std it is divided by (None: no floor). It comes from the
+        task, not from data, so it is not saved with the statistics."""
+        self.register_buffer("std_floor", None if std_floor is None else std_floor.double(), persistent=False)
         self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
         self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
@@ -35,8 +46,10 @@ class RunningNormalizer(nn.Module):
         return ((x - mean) * inv_std).clamp(-self.clip, self.clip)
 
     def std(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The denominators of the normalisation in `dtype`: sqrt(var + eps) + std_offset."""
-        return torch.sqrt(self.var.to(dtype) + self.eps) + self.std_offset
+        """The denominators of the normalisation in `dtype`: sqrt(var + eps) + std_offset, at
+        least `std_floor`."""
+        std = torch.sqrt(self.var.to(dtype) + self.eps) + self.std_offset
+        return std if self.std_floor is None else torch.maximum(std, self.std_floor.to(dtype))
 
     def _scale(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and 1 / `std` in `dtype`, remade only when the statistics change (an
@@ -45,7 +58,8 @@ class RunningNormalizer(nn.Module):
         key = (self.mean.data_ptr(), self.mean._version, self.var.data_ptr(), self.var._version, dtype)
         if self._scale_key != key:
             # rsqrt without an offset: the formula every result before the offset was measured with.
-            inv_std = 1.0 / self.std(dtype) if self.std_offset else torch.rsqrt(self.var.to(dtype) + self.eps)
+            plain = not self.std_offset and self.std_floor is None
+            inv_std = torch.rsqrt(self.var.to(dtype) + self.eps) if plain else 1.0 / self.std(dtype)
             self._scale_cache = (self.mean.to(dtype), inv_std)
             self._scale_key = key
         return self._scale_cache

@@ -297,7 +297,14 @@ def train(
     env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
     ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
     algorithm = make_algorithm(
-        cfg.algorithm, cfg.policy, env.obs_dims, env.num_actions, env.num_envs, cfg.runner.num_steps_per_env, ctx
+        cfg.algorithm,
+        cfg.policy,
+        env.obs_dims,
+        env.num_actions,
+        env.num_envs,
+        cfg.runner.num_steps_per_env,
+        ctx,
+        env.obs_std_floors,
     )
     algorithm.generator.manual_seed(cfg.seed + ctx.rank)
     restore_weights_everywhere(ctx, algorithm, checkpoint, source)

@@ -67,7 +67,8 @@ def load_trained(
     from mjrl.rl import build_actor_critic
 
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
-    policy = build_actor_critic(env.obs_dims, env.num_actions, trained_policy_config(task, state), device)
+    policy_cfg = trained_policy_config(task, state)
+    policy = build_actor_critic(env.obs_dims, env.num_actions, policy_cfg, device, env.obs_std_floors)
     load_weights(lambda: policy.load_state_dict(state["policy"]), source)
     policy.eval()
     return env, policy
