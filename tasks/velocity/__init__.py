@@ -39,23 +39,26 @@ __all__ = ["VelocityEnvConfig", "build", "play_metrics"]
 
 def _observations(cfg: VelocityEnvConfig) -> dict[str, dict[str, ObsTerm]]:
     noise = cfg.noise
+    joints = mdp.mirror_joints
     actor = {
-        "base_lin_vel": ObsTerm(mdp.base_lin_vel, noise_std=noise.lin_vel),
-        "base_ang_vel": ObsTerm(mdp.base_ang_vel, noise_std=noise.ang_vel),
-        "projected_gravity": ObsTerm(mdp.projected_gravity, noise_std=noise.gravity),
-        "command": ObsTerm(legged.velocity_command),
-        "joint_pos": ObsTerm(mdp.joint_pos_rel, noise_std=noise.joint_pos),
-        "joint_vel": ObsTerm(mdp.joint_vel, noise_std=noise.joint_vel),
-        "last_action": ObsTerm(mdp.last_action),
+        "base_lin_vel": ObsTerm(mdp.base_lin_vel, noise_std=noise.lin_vel, mirror=mdp.POLAR_VECTOR),
+        "base_ang_vel": ObsTerm(mdp.base_ang_vel, noise_std=noise.ang_vel, mirror=mdp.AXIAL_VECTOR),
+        "projected_gravity": ObsTerm(mdp.projected_gravity, noise_std=noise.gravity, mirror=mdp.POLAR_VECTOR),
+        "command": ObsTerm(legged.velocity_command, mirror=legged.mirror_velocity_command),
+        "joint_pos": ObsTerm(mdp.joint_pos_rel, noise_std=noise.joint_pos, mirror=joints),
+        "joint_vel": ObsTerm(mdp.joint_vel, noise_std=noise.joint_vel, mirror=joints),
+        "last_action": ObsTerm(mdp.last_action, mirror=joints),
     }
     if cfg.height_scan.enabled:
         scan = mdp.HeightScan(cfg.height_scan.size, cfg.height_scan.resolution)
-        actor["height_scan"] = ObsTerm(scan, noise_std=noise.height_scan, std_floor=cfg.height_scan.std_floor)
+        actor["height_scan"] = ObsTerm(
+            scan, noise_std=noise.height_scan, std_floor=cfg.height_scan.std_floor, mirror=scan.mirror
+        )
     privileged = {
-        "ground_friction": ObsTerm(mdp.ground_friction),
-        "foot_contacts": ObsTerm(legged.foot_contact_states),
-        "base_mass_offset": ObsTerm(mdp.base_mass_offset),
-        "base_height": ObsTerm(mdp.base_height),
+        "ground_friction": ObsTerm(mdp.ground_friction, mirror=mdp.unchanged),
+        "foot_contacts": ObsTerm(legged.foot_contact_states, mirror=mdp.mirror_feet),
+        "base_mass_offset": ObsTerm(mdp.base_mass_offset, mirror=mdp.unchanged),
+        "base_height": ObsTerm(mdp.base_height, mirror=mdp.unchanged),
     }
     # Critic observations are never noised (VecEnv only noises the "actor" group).
     return {"actor": actor, "critic": {**actor, **privileged}}
@@ -116,6 +119,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         scene=Scene(Path(cfg.robot.mjcf), cfg.terrain),
         robot=cfg.robot,
         observations=_observations(cfg),
+        action_mirror=mdp.mirror_joints,
         rewards=_rewards(cfg),
         terminations=terminations,
         events=_events(cfg),

@@ -19,6 +19,7 @@ GO1 = RobotConfig(
     # Touching the ground with the trunk or a thigh ends the episode; a calf is only penalised.
     fatal_contact_geoms=("trunk", *(f"{leg}_thigh" for leg in LEGS)),
     undesired_contact_geoms=("trunk", *(f"{leg}_{part}" for part in ("thigh", "calf") for leg in LEGS)),
+    mirror_names=(("FL", "FR"), ("RL", "RR")),
 )
 
 GO1_ENV = VelocityEnvConfig(

@@ -14,7 +14,14 @@ import math
 import torch
 
 from mjrl.envs import VecEnv
-from mjrl.envs.terms import UniformRanges, base_ang_vel, base_lin_vel, base_position, base_rotation_transposed
+from mjrl.envs.terms import (
+    UniformRanges,
+    base_ang_vel,
+    base_lin_vel,
+    base_position,
+    base_rotation_transposed,
+    mirror_signs,
+)
 
 COMMAND = "base_velocity"
 """Name of the velocity command: (forward m/s, lateral m/s, yaw rad/s) in the base frame."""
@@ -59,6 +66,10 @@ class VelocityCommand:
 def velocity_command(env: VecEnv) -> torch.Tensor:
     """(n, 3): commanded forward velocity, lateral velocity and yaw rate."""
     return env.commands[COMMAND][:, :3]
+
+
+mirror_velocity_command = mirror_signs(1, -1, -1)
+"""The mirrored robot is asked for the same forward speed, the opposite lateral speed and yaw rate."""
 
 
 def is_moving_command(env: VecEnv) -> torch.Tensor:

@@ -25,6 +25,7 @@ MULE = RobotConfig(
     foot_geoms=tuple(f"{leg}_foot_geom" for leg in LEGS),
     fatal_contact_geoms=("base_box", *(f"{leg}_thigh_geom" for leg in LEGS)),
     undesired_contact_geoms=("base_box", *(f"{leg}_{part}_geom" for part in ("thigh", "shank") for leg in LEGS)),
+    mirror_names=(("LF", "RF"), ("LH", "RH")),
 )
 
 MULE_ENV = VelocityEnvConfig(

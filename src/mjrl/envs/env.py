@@ -19,6 +19,7 @@ import torch
 from mjrl.envs.robot import Robot
 from mjrl.envs.spec import EnvConfig, ObsTerm, TaskSpec
 from mjrl.envs.terrain import TerrainState
+from mjrl.mirror import ColumnMirror
 from mjrl.sim import Simulation
 
 Obs = dict[str, torch.Tensor]
@@ -98,6 +99,9 @@ class VecEnv:
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
         self.obs_std_floors = {group: self._std_floors(terms) for group, terms in task.observations.items()}
         """Per group, each column's `ObsTerm.std_floor` (None when no term has one)."""
+        self.mirrors = self._mirrors()
+        """How each observation group and the actions ("actions") mirror left-right; None when
+        the task does not declare it for every term."""
 
     def _start_episodes(self) -> None:
         """Reset every env; with `random_initial_episode_length`, each starts at a random point
@@ -224,6 +228,29 @@ class VecEnv:
             return None
         columns = [torch.full((self.cached(t.func).shape[-1] * t.history,), t.std_floor) for t in terms.values()]
         return torch.cat(columns).to(self.device)
+
+    def _mirrors(self) -> dict[str, ColumnMirror] | None:
+        task = self.task
+        # (name, mirror function, width, history) of the actions and of each group's terms.
+        parts = {"actions": [("the actions", task.action_mirror, self.num_actions, 1)]}
+        for group, terms in task.observations.items():
+            parts[group] = [
+                (f"observation {group}.{name}", t.mirror, self.cached(t.func).shape[-1], t.history)
+                for name, t in terms.items()
+            ]
+        mirrors = {}
+        for key, entries in parts.items():
+            pieces = []
+            for what, mirror_fn, width, history in entries:
+                mirror = mirror_fn(self, width) if mirror_fn is not None else None
+                if mirror is None:  # not declared, or this robot is not symmetric
+                    return None
+                if mirror.width != width:
+                    raise ValueError(f"{what}: a mirror of {mirror.width} columns for {width}")
+                mirror.check(what)
+                pieces.append(mirror.repeat(history))
+            mirrors[key] = ColumnMirror.concat(pieces).to(self.device)
+        return mirrors
 
     def _term_obs(
         self, group: str, name: str, term: ObsTerm, new_step: bool, restarted: torch.Tensor | None

@@ -15,6 +15,7 @@ import mujoco
 import torch
 
 from mjrl.errors import UsageError
+from mjrl.mirror import ColumnMirror
 from mjrl.sim import TERRAIN_GEOM
 
 Index = slice | torch.Tensor
@@ -41,6 +42,11 @@ class RobotConfig:
     """Geoms whose ground contact ends the episode (e.g. base and thighs)."""
     undesired_contact_geoms: tuple[str, ...] = ()
     """Geoms whose ground contact is penalised (e.g. every colliding part but the feet)."""
+    mirror_names: tuple[tuple[str, str], ...] = ()
+    """Left-right symmetry, for symmetry augmentation: pairs of name parts that swap when the
+    robot is mirrored in its x-z plane, e.g. (("FL", "FR"), ("RL", "RR")): the mirror image of
+    joint FL_hip_joint is FR_hip_joint. A name with neither part is its own image (a waist).
+    Which joints change sign is read from their axes in the home pose. Empty: not symmetric."""
 
     # The floor left the robots' files with issue 22; older runs' config.yaml still name it.
     retired: ClassVar[tuple[str, ...]] = ("floor_geom",)
@@ -71,6 +77,10 @@ class Robot:
     foot_radius: float
     fatal_geoms: torch.Tensor
     undesired_geoms: torch.Tensor
+    joint_mirror: ColumnMirror | None = None
+    """How joint vectors in action order mirror (None without `mirror_names`)."""
+    foot_mirror: ColumnMirror | None = None
+    """How per-foot vectors mirror."""
 
     @classmethod
     def resolve(cls, model: mujoco.MjModel, cfg: RobotConfig, device: torch.device) -> Robot:
@@ -106,6 +116,8 @@ class Robot:
             foot_radius=float(model.geom_size[feet[0], 0]) if feet else 0.0,
             fatal_geoms=geoms(cfg.fatal_contact_geoms, "fatal_contact_geoms"),
             undesired_geoms=geoms(cfg.undesired_contact_geoms, "undesired_contact_geoms"),
+            joint_mirror=_joint_mirror(model, cfg, base, joints, home).to(device) if cfg.mirror_names else None,
+            foot_mirror=_foot_mirror(model, cfg).to(device) if cfg.mirror_names else None,
         )
 
 
@@ -140,6 +152,68 @@ def _check_actuators(model: mujoco.MjModel, joints: list[int]) -> None:
     ]
     if bad:
         raise UsageError("robot config: every actuated joint must be a hinge or a slide joint")
+
+
+def mirror_name(name: str, pairs: tuple[tuple[str, str], ...]) -> str:
+    """`name` with the first part of `pairs` it contains swapped for its partner."""
+    for left, right in pairs:
+        if left in name:
+            return name.replace(left, right, 1)
+        if right in name:
+            return name.replace(right, left, 1)
+    return name
+
+
+def _mirror_sources(
+    model: mujoco.MjModel, kind: mujoco.mjtObj, ids: list[int], cfg: RobotConfig, field: str
+) -> list[int]:
+    names = [mujoco.mj_id2name(model, kind, i) for i in ids]
+    sources = []
+    for name in names:
+        image = mirror_name(name, cfg.mirror_names)
+        if image not in names:
+            raise UsageError(f"robot config: the mirror image of {name!r} is {image!r}, which {field} does not list")
+        sources.append(names.index(image))
+    return sources
+
+
+def _joint_mirror(model: mujoco.MjModel, cfg: RobotConfig, base: int, joints: list[int], home: int) -> ColumnMirror:
+    """Joint k of the image takes joint `source[k]`'s angle, negated where the mirrored axis of
+    one points against the axis of the other. Reflecting a hinge in the x-z plane (M) turns it
+    about M a by minus its angle, so the sign is -(M a_source . a_k); a slide moves along M a,
+    so its sign is +(M a_source . a_k)."""
+    sources = _mirror_sources(model, mujoco.mjtObj.mjOBJ_JOINT, joints, cfg, "joints")
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, home)
+    mujoco.mj_kinematics(model, data)
+    # Axes in the base's frame: the base may stand turned in the keyframe.
+    to_base = data.xmat[base].reshape(3, 3).T
+    axes = [to_base @ data.xaxis[j] for j in joints]
+    signs, home_qpos = [], model.key_qpos[home]
+    for k, (j, source) in enumerate(zip(joints, sources, strict=True)):
+        dot = float(axes[source] @ (axes[k] * [1.0, -1.0, 1.0]))
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j)
+        if abs(dot) < 0.99:
+            image = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, joints[source])
+            raise UsageError(
+                f"robot config: joints {name!r} and {image!r} do not move about mirrored axes at home; fix mirror_names"
+            )
+        hinge = int(model.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_HINGE)
+        sign = (-1.0 if hinge else 1.0) * (1.0 if dot > 0 else -1.0)
+        home_k, home_source = home_qpos[model.jnt_qposadr[j]], home_qpos[model.jnt_qposadr[joints[source]]]
+        if abs(home_k - sign * home_source) > 1e-4:
+            raise UsageError(
+                f"robot config: the home pose is not mirror-symmetric at joint {name!r}; "
+                "fix the keyframe or mirror_names"
+            )
+        signs.append(sign)
+    return ColumnMirror(torch.tensor(sources), torch.tensor(signs))
+
+
+def _foot_mirror(model: mujoco.MjModel, cfg: RobotConfig) -> ColumnMirror:
+    feet = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name) for name in cfg.foot_geoms]
+    sources = _mirror_sources(model, mujoco.mjtObj.mjOBJ_GEOM, feet, cfg, "foot_geoms")
+    return ColumnMirror(torch.tensor(sources), torch.ones(len(sources)))
 
 
 def _index(columns: list[int], device: torch.device) -> Index:

@@ -16,10 +16,15 @@ import torch
 
 from mjrl.envs.robot import Robot, RobotConfig
 from mjrl.errors import UsageError
+from mjrl.mirror import ColumnMirror
 from mjrl.sim import Scene, SimConfig
 
 if TYPE_CHECKING:
     from mjrl.envs.env import VecEnv
+
+MirrorFn = Callable[["VecEnv", int], ColumnMirror]
+"""How a term's columns mirror left-right, given the env and the term's width (one step of
+history): `terms.unchanged`, `terms.mirror_signs(...)`, `terms.mirror_joints`, ..."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +72,9 @@ class ObsTerm:
     """Steps of the term in the observation, newest first, as history * k columns: a policy
     without a velocity estimator reads motion from a few past steps. After a reset every slot
     holds the first value of the episode."""
+    mirror: MirrorFn | None = None
+    """How the term's columns mirror, for symmetry augmentation (`PpoConfig.symmetry`); a task
+    whose every term and actions declare it can be trained with it."""
     std_floor: float = 0.0
     """The smallest std the policy's observation normaliser divides this term's columns by, in
     the term's units. A term whose spread can be noise alone (a height scan on flat ground)
@@ -145,6 +153,8 @@ class TaskSpec:
     """Find which geoms touch something once per env step, into `env.contacts` (num_envs, ngeom)."""
     action_offset: Callable[[VecEnv], torch.Tensor] | None = None
     """ctrl = offset + action_scale * action; None means an offset of zero."""
+    action_mirror: MirrorFn | None = None
+    """How actions mirror (see `ObsTerm.mirror`); None: the task has no symmetry."""
     state: Callable[[VecEnv], StepState] | None = None
     """Builds the task's shared per-step state (`env.state`) once, with the env."""
     refresh_kinematics_on_reset: bool = False

@@ -16,6 +16,8 @@ from functools import cache
 import torch
 
 from mjrl.envs.env import VecEnv
+from mjrl.envs.spec import MirrorFn
+from mjrl.mirror import ColumnMirror
 
 # ---------------------------------------------------------------------------------- helpers
 
@@ -47,6 +49,42 @@ class UniformRanges:
             self._low_width = (low, torch.tensor([r[1] for r in self.ranges], device=env.device) - low)
         low, width = self._low_width
         return low + width * torch.rand(env.num_envs, len(self.ranges), device=env.device, generator=env.generator)
+
+
+# --------------------------------------------------------------------- mirror images (symmetry)
+# A term declares how its columns mirror when the robot is reflected in its x-z plane (left and
+# right swap); see `ObsTerm.mirror`. A mirror function returns None when this robot cannot be
+# mirrored (its config names no symmetry), and the task then has none.
+
+
+def unchanged(env: VecEnv, width: int) -> ColumnMirror:
+    """Columns that mirroring leaves alone: heights, masses, friction, forward quantities."""
+    return ColumnMirror.identity(width)
+
+
+def mirror_signs(*signs: float) -> MirrorFn:
+    """Columns that stay in place and are multiplied by `signs`."""
+
+    def mirror(env: VecEnv, width: int) -> ColumnMirror:
+        return ColumnMirror(torch.arange(len(signs)), torch.tensor(signs, dtype=torch.float32))
+
+    return mirror
+
+
+POLAR_VECTOR = mirror_signs(1, -1, 1)
+"""A velocity or direction in the base frame: its lateral component flips."""
+AXIAL_VECTOR = mirror_signs(-1, 1, -1)
+"""An angular velocity in the base frame: roll and yaw rates flip, the pitch rate stays."""
+
+
+def mirror_joints(env: VecEnv, width: int) -> ColumnMirror | None:
+    """Per-joint columns in action order: left and right swap, joints turning about x or z flip."""
+    return env.robot.joint_mirror
+
+
+def mirror_feet(env: VecEnv, width: int) -> ColumnMirror | None:
+    """Per-foot columns: left and right feet swap."""
+    return env.robot.foot_mirror
 
 
 # Entries of the world-to-body rotation R(q)^T of a unit quaternion q = (w, x, y, z), row by
@@ -165,6 +203,13 @@ class HeightScan:
         points = torch.stack([cos * x - sin * y, sin * x + cos * y], dim=-1) + position[:, None, :2]
         ground = env.terrain.height_at(points) if env.terrain is not None else torch.zeros_like(points[..., 0])
         return (position[:, 2:3] - ground).clamp(-self.clip, self.clip)
+
+    def mirror(self, env: VecEnv, width: int) -> ColumnMirror:
+        """The grid is centred and turns with the heading, so the mirrored robot sees the scan
+        with its rows across the heading (y) in reverse order."""
+        columns = round(self.size[0] / self.resolution) + 1
+        grid = torch.arange(width).view(-1, columns)
+        return ColumnMirror(grid.flip(0).flatten(), torch.ones(width))
 
 
 def scan_offsets(size: tuple[float, float], resolution: float, device: torch.device) -> torch.Tensor:

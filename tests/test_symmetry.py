@@ -1,0 +1,124 @@
+"""Left-right symmetry: how a task's observations and actions mirror (declared by term and joint
+names), checked against the simulator by really mirroring the robot's state."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from mjrl.envs import Robot, VecEnv
+from mjrl.envs import terms as mdp
+from mjrl.errors import UsageError
+from mjrl.mirror import ColumnMirror
+from mjrl.tasks import load_task
+from mjrl.tasks.velocity import legged
+
+N = 3  # original states; envs N..2N-1 hold their mirror images
+
+
+def flat_env(task_name: str) -> VecEnv:
+    task = load_task(task_name)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=2 * N, obs_noise=False, random_initial_episode_length=False)
+    return VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=3)
+
+
+def mirror_robot_state(env: VecEnv) -> None:
+    """Write into envs N..2N-1 the mirror image (in the world's x-z plane) of envs 0..N-1: the
+    base's pose and velocity, the joints, the last action, the command, and the randomised
+    model fields the critic observes."""
+    robot, sim = env.robot, env.sim
+    joints = robot.joint_mirror
+    mirrored = slice(N, 2 * N)
+    p, d = robot.base_qpos, robot.base_dof
+    qpos, qvel = sim.qpos[:N].clone(), sim.qvel[:N].clone()
+    qpos[:, p + 1] *= -1  # y
+    qpos[:, p + 3 : p + 7] *= torch.tensor([1.0, -1.0, 1.0, -1.0])  # (w, x, y, z) -> (w, -x, y, -z)
+    qpos[:, robot.joint_qpos] = joints(sim.qpos[:N, robot.joint_qpos])
+    qvel[:, d + 1] *= -1  # world-frame linear velocity: y flips
+    qvel[:, d + 3 : d + 6] *= torch.tensor([-1.0, 1.0, -1.0])  # body-frame angular velocity
+    qvel[:, robot.joint_dof] = joints(sim.qvel[:N, robot.joint_dof])
+    sim.qpos[mirrored], sim.qvel[mirrored] = qpos, qvel
+    env.actions[mirrored] = joints(env.actions[:N])
+    command = env.commands[legged.COMMAND]
+    signs = torch.tensor([1.0, -1.0, -1.0, -1.0])  # vx, vy, yaw rate and a heading if there is one
+    command[mirrored] = command[:N] * signs[: command.shape[1]]
+    for field in ("body_mass", "geom_friction"):
+        sim.model_field(field)[mirrored] = sim.model_field(field)[:N]
+    sim.forward()
+    env.after_physics()
+
+
+@pytest.mark.parametrize("task_name", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Flat-Mule"])
+def test_the_mirrored_observation_of_a_mirrored_state_is_the_observation_of_the_state(task_name):
+    env = flat_env(task_name)
+    torch.manual_seed(0)
+    for _ in range(15):  # a state with velocities, a tilt and feet in the air
+        env.step(0.8 * torch.randn(env.num_envs, env.num_actions))
+    env.commands[legged.COMMAND][:N, :3] = torch.tensor([[0.7, 0.3, -0.5], [-0.2, -0.6, 0.8], [1.0, 0, 0]])
+    mirror_robot_state(env)
+    obs = env.compute_obs()
+    assert 0 < env.state.contacts[:N].float().mean() < 1  # some feet touch, some do not
+    for group in ("actor", "critic"):
+        mirror = env.mirrors[group]
+        assert mirror.width == env.obs_dims[group]
+        torch.testing.assert_close(mirror(obs[group][:N]), obs[group][N:], atol=2e-4, rtol=1e-4)
+        # The check is not vacuous: the state and its image look different.
+        assert (obs[group][:N] - obs[group][N:]).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("task_name", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Rough-Mule"])
+def test_mirroring_twice_gives_every_vector_back(task_name):
+    task = load_task(task_name)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=2)
+    if cfg.terrain.kind == "grid":
+        cfg = dataclasses.replace(cfg, terrain=dataclasses.replace(cfg.terrain, rows=2, columns_per_type=1))
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
+    assert set(env.mirrors) == {"actions", "actor", "critic"}
+    for name, mirror in env.mirrors.items():
+        x = torch.randn(5, mirror.width)
+        assert torch.equal(mirror(mirror(x)), x), name
+        assert not torch.equal(mirror(x), x), name
+
+
+def test_the_height_scan_mirror_reflects_every_point_across_the_heading():
+    """The scan at a point depends only on where the point is, so the image of point k must be
+    the point at k's offset reflected across the heading (y -> -y)."""
+    scan = mdp.HeightScan((1.6, 1.0), 0.1)
+    offsets = mdp.scan_offsets(scan.size, scan.resolution, torch.device("cpu"))
+    mirror = scan.mirror(None, offsets.shape[0])
+    torch.testing.assert_close(offsets[mirror.source], offsets * torch.tensor([1.0, -1.0]))
+    assert torch.all(mirror.sign == 1)
+
+
+def test_a_robot_without_mirror_names_gives_a_task_without_symmetry():
+    task = load_task("Mjrl-Velocity-Flat-Quadruped")
+    robot = dataclasses.replace(task.env_cfg.robot, mirror_names=())
+    cfg = dataclasses.replace(task.env_cfg, num_envs=1, robot=robot)
+    assert VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0).mirrors is None
+
+
+def test_wrong_mirror_names_and_an_asymmetric_home_pose_are_refused_naming_the_joint():
+    task = load_task("Mjrl-Velocity-Flat-Quadruped")
+    go1 = task.env_cfg.robot
+    model, _ = task.build(task.env_cfg).scene.build()
+
+    def resolve(**changes) -> Robot:
+        return Robot.resolve(model, dataclasses.replace(go1, **changes), torch.device("cpu"))
+
+    with pytest.raises(UsageError, match="'FL_hip_joint' is 'FX_hip_joint'"):
+        resolve(mirror_names=(("FL", "FX"),))
+    with pytest.raises(UsageError, match="'FR_hip_joint' and 'FR_thigh_joint' do not move about mirrored axes"):
+        resolve(mirror_names=(("hip", "thigh"),))
+    assert resolve().joint_mirror is not None
+    model.key_qpos[0, 7] = 0.1  # the FR hip abducted, the FL hip not
+    with pytest.raises(UsageError, match="home pose is not mirror-symmetric at joint 'FR_hip_joint'"):
+        resolve()
+
+
+def test_a_column_mirror_that_is_no_reflection_is_refused():
+    with pytest.raises(ValueError, match="twice"):
+        ColumnMirror(torch.tensor([1, 2, 0]), torch.ones(3)).check("a rotation")
+    with pytest.raises(ValueError, match="signs"):
+        ColumnMirror(torch.tensor([1, 0]), torch.tensor([1.0, -1.0])).check("a swap with one sign")
