@@ -63,9 +63,7 @@ def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
     env = VecEnv(cfg, TASK.build(cfg), torch.device("cpu"), seed=seed)
     torch.manual_seed(seed)  # the initial weights, as `train` seeds them
     steps = agent.runner.num_steps_per_env
-    algorithm = make_algorithm(
-        agent.algorithm, agent.policy, env.obs_dims, env.num_actions, env.num_envs, steps, single_process("cpu")
-    )
+    algorithm = make_algorithm(agent.algorithm, agent.policy, env, steps, single_process("cpu"))
     algorithm.generator.manual_seed(seed)
     obs = env.obs
     for step in range(steps):

@@ -4,14 +4,21 @@ names), checked against the simulator by really mirroring the robot's state."""
 from __future__ import annotations
 
 import dataclasses
+import math
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_RUN, last_json, read_jsonl, run_main
 
+from mjrl.distributed.context import single_process
 from mjrl.envs import Robot, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
+from mjrl.rl import PpoConfig, SymmetryConfig
+from mjrl.rl.networks import ActorCritic
+from mjrl.rl.ppo import PPO
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity import legged
 
@@ -122,3 +129,100 @@ def test_a_column_mirror_that_is_no_reflection_is_refused():
         ColumnMirror(torch.tensor([1, 2, 0]), torch.ones(3)).check("a rotation")
     with pytest.raises(ValueError, match="signs"):
         ColumnMirror(torch.tensor([1, 0]), torch.tensor([1.0, -1.0])).check("a swap with one sign")
+
+
+# ----------------------------------------------------------------------------- the learner
+
+# A toy left-right symmetric problem: observations (forward, lateral), actions (lateral).
+TOY_MIRRORS = {
+    "actor": ColumnMirror(torch.tensor([0, 1]), torch.tensor([1.0, -1.0])),
+    "critic": ColumnMirror(torch.tensor([0, 1]), torch.tensor([1.0, -1.0])),
+    "actions": ColumnMirror(torch.tensor([0]), torch.tensor([-1.0])),
+}
+
+
+def toy_ppo(symmetry: SymmetryConfig, num_envs: int, seed: int = 0) -> PPO:
+    torch.manual_seed(seed)
+    policy = ActorCritic(2, 2, 1, (16, 16), (16, 16), "elu", 0.5, normalize=True)
+    cfg = PpoConfig(num_learning_epochs=1, num_mini_batches=1, schedule="fixed", symmetry=symmetry)
+    ppo = PPO(policy, cfg, single_process("cpu"), num_envs, 6, TOY_MIRRORS if symmetry.enabled else None)
+    ppo.generator.manual_seed(seed)
+    return ppo
+
+
+def toy_rollout(ppo: PPO, seed: int) -> None:
+    """Fill the buffer from states whose lateral coordinate is always positive."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(6):
+        obs = torch.rand(ppo.storage.actions.shape[1], 2, generator=g) + torch.tensor([0.0, 0.5])
+        actions = ppo.act({"actor": obs, "critic": obs})
+        rewards = -((actions[:, 0] + obs[:, 1]) ** 2)  # steer against the lateral offset
+        done = torch.zeros_like(rewards, dtype=torch.bool)
+        ppo.process_env_step(rewards, done, done, {"final_obs": {"critic": obs}})
+    ppo.compute_returns({"critic": obs})
+
+
+def test_augmentation_trains_on_each_sample_and_its_mirror_image_with_the_originals_returns():
+    """One augmented update equals a plain update on the rollout plus its mirror image (mirrored
+    observations and actions, the originals' log-probabilities, values and rewards)."""
+    augmented = toy_ppo(SymmetryConfig(augment=True), num_envs=8)
+    toy_rollout(augmented, seed=1)
+    buf = augmented.storage
+    plain = toy_ppo(SymmetryConfig(), num_envs=16)
+    doubled = plain.storage
+    for name in ("actor_obs", "critic_obs", "actions", "log_probs", "values", "rewards", "dones", "action_mean"):
+        ours = getattr(buf, name)
+        image = {"actor_obs": TOY_MIRRORS["actor"], "critic_obs": TOY_MIRRORS["critic"]}.get(name)
+        image = image or (TOY_MIRRORS["actions"] if name in ("actions", "action_mean") else None)
+        getattr(doubled, name).copy_(torch.cat([ours, image(ours) if image else ours], dim=1))
+    doubled.action_std.copy_(torch.cat([buf.action_std, buf.action_std], dim=1))
+    plain.policy.load_state_dict(augmented.policy.state_dict())
+    plain.update_on(doubled, torch.cat([augmented.last_values, augmented.last_values]))
+    augmented.update()
+    for a, b in zip(augmented.parameters(), plain.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    assert not torch.equal(augmented.policy.log_std, torch.full_like(augmented.policy.log_std, math.log(0.5)))
+
+
+def symmetry_error(ppo: PPO) -> float:
+    """How far the policy's mean on mirrored observations is from the mirrored mean, over the
+    states the rollouts visit."""
+    obs = torch.rand(256, 2, generator=torch.Generator().manual_seed(9)) + torch.tensor([0.0, 0.5])
+    with torch.no_grad():
+        mean = ppo.policy.act_deterministic(obs)
+        mirrored = ppo.policy.act_deterministic(TOY_MIRRORS["actor"](obs))
+    return float(((mirrored - TOY_MIRRORS["actions"](mean)) ** 2).mean())
+
+
+def test_the_mirror_loss_makes_the_policy_symmetric_and_is_logged():
+    with_loss = toy_ppo(SymmetryConfig(mirror_loss_coef=1.0), num_envs=32)
+    without = toy_ppo(SymmetryConfig(), num_envs=32)
+    logged = []
+    for iteration in range(30):
+        for ppo in (with_loss, without):
+            toy_rollout(ppo, seed=100 + iteration)
+            metrics = ppo.update_metrics({k: float(v) for k, v in ppo.update().items()})
+            if ppo is with_loss:
+                logged.append(metrics["symmetry_loss"])
+            else:
+                assert "symmetry_loss" not in metrics
+    assert symmetry_error(with_loss) < 0.1 * symmetry_error(without)
+    assert 0 < logged[-1] < 0.1 * symmetry_error(without)
+
+
+def test_symmetry_on_a_task_that_does_not_declare_it_is_refused(log_root):
+    result = run_main("train", "Mjrl-Cartpole-Balance", *TINY_RUN, "--algorithm.symmetry.augment", "True",
+                      "--log-root", str(log_root))  # fmt: skip
+    assert result.returncode == 2
+    assert "--algorithm.symmetry needs a task that says how it mirrors" in result.stderr
+    assert "Traceback" not in result.stderr and not log_root.exists()
+
+
+def test_the_quadruped_trains_with_augmentation_and_the_mirror_loss_and_logs_it(log_root):
+    result = run_main("train", "Mjrl-Velocity-Flat-Quadruped", *TINY_RUN, "--runner.max-iterations", "2",
+                      "--algorithm.symmetry.augment", "True", "--algorithm.symmetry.mirror-loss-coef", "0.1",
+                      "--log-root", str(log_root))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_jsonl(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
+    assert [row["iteration"] for row in rows] == [0, 1]
+    assert all(0 < row["symmetry_loss"] < 100 for row in rows)

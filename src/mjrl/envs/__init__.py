@@ -15,6 +15,7 @@ from mjrl.envs.spec import (
     TaskSpec,
     TerminationTerm,
     check_task_spec,
+    declares_symmetry,
 )
 from mjrl.envs.task import Task
 
@@ -32,4 +33,5 @@ __all__ = [
     "TerminationTerm",
     "VecEnv",
     "check_task_spec",
+    "declares_symmetry",
 ]

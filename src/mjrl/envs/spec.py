@@ -161,6 +161,14 @@ class TaskSpec:
     """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
 
 
+def declares_symmetry(spec: TaskSpec) -> bool:
+    """Whether the task says how its actions and every observation term mirror, and its robot
+    (if it has one) names its left and right parts."""
+    terms = [term for group in spec.observations.values() for term in group.values()]
+    robot_named = spec.robot is None or bool(spec.robot.mirror_names)
+    return spec.action_mirror is not None and all(t.mirror is not None for t in terms) and robot_named
+
+
 def check_task_spec(spec: TaskSpec) -> None:
     """Compile the task's scene and resolve its robot's names on the host (a fraction of a
     second), so a wrong file, name or terrain setting is a usage error before a run directory is

@@ -23,10 +23,24 @@ from typing import Any, Protocol
 
 import torch
 
+from mjrl.mirror import ColumnMirror
 from mjrl.rl.networks import ActorCritic
 
 Observations = Mapping[str, torch.Tensor]
 """Observation groups by name, (num_envs, dim) each: `actor`, `critic` and any a task adds."""
+
+
+class EnvInfo(Protocol):
+    """What an algorithm is built from, of the env it learns on (`VecEnv` has all of it)."""
+
+    num_envs: int
+    num_actions: int
+    obs_dims: Mapping[str, int]
+    """Width of each observation group."""
+    obs_std_floors: Mapping[str, torch.Tensor | None]
+    """Per group, the smallest std each column may be normalised by (None: no floor)."""
+    mirrors: Mapping[str, ColumnMirror] | None
+    """How "actor", "critic" and "actions" mirror left-right; None if the task does not say."""
 
 
 class Algorithm(Protocol):

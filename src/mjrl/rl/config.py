@@ -68,6 +68,25 @@ class PolicyConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class SymmetryConfig:
+    """Left-right symmetry, as rsl_rl offers it, for tasks that declare how their observations
+    and actions mirror (the legged tasks do)."""
+
+    augment: bool = False
+    """Train on every minibatch and its mirror image: mirrored observations and actions, with the
+    original's advantage, return and old log-probability."""
+    mirror_loss_coef: float = 0.0
+    """Weight of the mirror loss: the squared distance between the policy's mean action on the
+    mirrored observations and the mirror image of its mean action on the originals (0: off)."""
+
+    bounds: ClassVar[dict] = {"mirror_loss_coef": ">= 0"}
+
+    @property
+    def enabled(self) -> bool:
+        return self.augment or self.mirror_loss_coef > 0
+
+
+@dataclasses.dataclass(frozen=True)
 class PpoConfig:
     """PPO's update, its learning-rate schedule and how ranks stay in step."""
 
@@ -113,6 +132,8 @@ class PpoConfig:
     rollout: each rank runs its epochs on its own data, then the parameter change (and Adam's
     moments) of the whole update is averaged with one all-reduce per iteration, and the
     adaptive learning rate moves once per iteration from the rank-averaged KL."""
+    symmetry: SymmetryConfig = SymmetryConfig()
+    """Symmetry augmentation and the mirror loss (off by default)."""
 
     bounds: ClassVar[dict] = {
         "learning_rate": "> 0",

@@ -17,6 +17,7 @@ import torch
 
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack, split_like
+from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import Observations
 from mjrl.rl.config import PpoConfig
 from mjrl.rl.networks import ActorCritic
@@ -129,10 +130,22 @@ class PPO:
 
     MAX_CONSECUTIVE_SKIPS = 5
 
-    def __init__(self, policy: ActorCritic, cfg: PpoConfig, ctx: DistContext, num_envs: int, num_steps: int):
+    def __init__(
+        self,
+        policy: ActorCritic,
+        cfg: PpoConfig,
+        ctx: DistContext,
+        num_envs: int,
+        num_steps: int,
+        mirrors: Mapping[str, ColumnMirror] | None = None,
+    ):
         self.policy = policy
         self.cfg = cfg
         self.ctx = ctx
+        if cfg.symmetry.enabled and mirrors is None:
+            raise ValueError("symmetry is on, but the env declares no mirrors")
+        self.mirrors = mirrors if cfg.symmetry.enabled else None
+        """How "actor", "critic" and "actions" mirror, when symmetry is on."""
         actor_dim, critic_dim = policy.actor[0].in_features, policy.critic[0].in_features
         self.storage = RolloutBuffer.allocate(
             num_steps, num_envs, actor_dim, critic_dim, policy.log_std.numel(), ctx.device
@@ -234,7 +247,10 @@ class PPO:
         return sums
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
-        return update_metrics(totals)
+        metrics = update_metrics(totals)
+        if "symmetry_loss" in totals:
+            metrics["symmetry_loss"] = totals["symmetry_loss"] / max(totals["steps"], 1.0)
+        return metrics
 
     def update_on(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """One PPO update on a rollout. Returns this rank's sums by name: over its minibatch
@@ -246,10 +262,15 @@ class PPO:
         advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
 
         # Flatten (T, N) into one batch; normalise observations once with the statistics the
-        # rollout was collected with, so the stored log-probs match.
+        # rollout was collected with, so the stored log-probs match. Mirror images (symmetry)
+        # are mirrored raw and normalised alike.
         with torch.no_grad():
-            actor_obs = self.policy.normalize_actor(buf.actor_obs.flatten(0, 1))
-            critic_obs = self.policy.normalize_critic(buf.critic_obs.flatten(0, 1))
+            raw_actor_obs, raw_critic_obs = buf.actor_obs.flatten(0, 1), buf.critic_obs.flatten(0, 1)
+            actor_obs = self.policy.normalize_actor(raw_actor_obs)
+            critic_obs = self.policy.normalize_critic(raw_critic_obs)
+            if self.mirrors is not None:
+                mirrored_actor_obs = self.policy.normalize_actor(self.mirrors["actor"](raw_actor_obs))
+                mirrored_critic_obs = self.policy.normalize_critic(self.mirrors["critic"](raw_critic_obs))
 
         # One all-reduce pools what must agree across ranks: the advantages' moments (they are
         # normalised with the statistics of every rank's rollout) and the rollout's observation
@@ -268,12 +289,16 @@ class PPO:
             "mu": buf.action_mean.flatten(0, 1),
             "std": buf.action_std.flatten(0, 1),
         }
+        if self.mirrors is not None:
+            batch["mirrored_actor_obs"] = mirrored_actor_obs
+            batch["mirrored_critic_obs"] = mirrored_critic_obs
         size = batch["actions"].shape[0]
         mb_size = size // cfg.num_mini_batches
 
         per_step_sync = cfg.sync == "gradients"
         start = None if per_step_sync else self._snapshot()
         sums = torch.zeros(len(STEP_STATISTICS), device=self.ctx.device)
+        symmetry_sum = torch.zeros((), device=self.ctx.device)
         updates = skipped = 0
         learning_rate_sum = 0.0  # the rate each step used: the adaptive schedule moves it within the update
         for _ in range(cfg.num_learning_epochs):
@@ -282,8 +307,11 @@ class PPO:
             chunks = {k: v[perm].split(mb_size) for k, v in batch.items()}
             for i in range(len(chunks["actions"])):
                 mb = {k: chunk[i] for k, chunk in chunks.items()}
+                originals = mb["actions"].shape[0]
+                if cfg.symmetry.augment:
+                    mb = self._with_mirror_images(mb)
 
-                # Losses of the current policy on this minibatch.
+                # Losses of the current policy on this minibatch (and its mirror image).
                 dist = self.policy.distribution(mb["actor_obs"])
                 entropy = dist.entropy().mean()
                 values = self.policy.value(mb["critic_obs"])
@@ -291,8 +319,14 @@ class PPO:
                 surrogate = surrogate_loss(ratio, mb["advantages"], cfg.clip_param)
                 v_loss = value_loss(values, mb["values"], mb["returns"], cfg.value_clip_param)
                 loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+                if self.mirrors is not None:
+                    symmetry = self._mirror_loss(mb, dist.mean, originals)
+                    loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
+                    symmetry_sum += symmetry.detach()
                 with torch.no_grad():
-                    kl = gaussian_kl(mb["mu"], mb["std"], dist.mean, dist.stddev).mean()
+                    # Against the old policy on the original samples: it never saw the images.
+                    mean, std = dist.mean[:originals], dist.stddev[:originals]
+                    kl = gaussian_kl(mb["mu"][:originals], mb["std"][:originals], mean, std).mean()
                     clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
                     statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
 
@@ -324,12 +358,35 @@ class PPO:
             self._average_rollout_update(start, kl_sum / max(updates, 1), skipped > 0)
 
         step_sums = dict(zip(STEP_STATISTICS, sums.double().unbind(), strict=True))
+        if self.mirrors is not None:
+            step_sums["symmetry_loss"] = symmetry_sum.double()
         return {
             **step_sums,
             "mean_learning_rate": sums.new_tensor(learning_rate_sum, dtype=torch.float64),
             "steps": sums.new_tensor(float(updates), dtype=torch.float64),
             **rollout_sums(returns, buf.values),
         }
+
+    def _with_mirror_images(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The minibatch followed by its mirror image: mirrored observations and actions, with
+        the advantage, return, value and old log-probability of each original, as rsl_rl does."""
+        images = {
+            "actor_obs": mb["mirrored_actor_obs"],
+            "critic_obs": mb["mirrored_critic_obs"],
+            "actions": self.mirrors["actions"](mb["actions"]),
+        }
+        return {k: torch.cat([v, images.get(k, v)]) for k, v in mb.items()}
+
+    def _mirror_loss(self, mb: dict[str, torch.Tensor], means: torch.Tensor, originals: int) -> torch.Tensor:
+        """Mean squared distance between the policy's mean on mirrored observations and the
+        mirror image of its mean on the originals (held fixed: the images learn from the
+        originals, as in rsl_rl)."""
+        if means.shape[0] > originals:  # augmented: the images' means are computed
+            mirrored_means = means[originals:]
+        else:
+            mirrored_means = self.policy.actor(mb["mirrored_actor_obs"][:originals])
+        target = self.mirrors["actions"](means[:originals]).detach()
+        return ((mirrored_means - target) ** 2).sum(-1).mean()
 
     def _attach_gradients(self) -> None:
         """(Re)make every parameter's `.grad` a view into `flat_grad`: backward accumulates into

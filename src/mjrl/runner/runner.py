@@ -22,7 +22,8 @@ from mjrl.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.distributed.preemption import Preempted, StopFlag
-from mjrl.envs import Task, VecEnv, check_task_spec
+from mjrl.envs import Task, VecEnv, check_task_spec, declares_symmetry
+from mjrl.errors import UsageError
 from mjrl.rl import AgentConfig, Algorithm, make_algorithm
 from mjrl.runner.config import TrainConfig, validate
 from mjrl.runner.faults import Fault, nan_actions
@@ -291,21 +292,17 @@ def train(
     validate(cfg)
     spec = task.build(cfg.env)
     check_task_spec(spec)
+    if cfg.algorithm.symmetry.enabled and not declares_symmetry(spec):
+        raise UsageError(
+            f"--algorithm.symmetry needs a task that says how it mirrors left and right; {task.name} does not "
+            "(a term without a mirror, or a robot config without mirror_names)"
+        )
     run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
 
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
     ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
-    algorithm = make_algorithm(
-        cfg.algorithm,
-        cfg.policy,
-        env.obs_dims,
-        env.num_actions,
-        env.num_envs,
-        cfg.runner.num_steps_per_env,
-        ctx,
-        env.obs_std_floors,
-    )
+    algorithm = make_algorithm(cfg.algorithm, cfg.policy, env, cfg.runner.num_steps_per_env, ctx)
     algorithm.generator.manual_seed(cfg.seed + ctx.rank)
     restore_weights_everywhere(ctx, algorithm, checkpoint, source)
     state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, algorithm, env)
