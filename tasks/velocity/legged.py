@@ -196,6 +196,8 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
       - "foot_contact_fraction": the share of feet on the ground;
       - "swing_time_total" and "swing_time_count": the summed swing times of the feet that
         touched down this step, and their number (their ratio is the mean swing time);
+      - the same per foot, for gait symmetry: "foot_contact_fraction/<foot geom>" (1 or 0) and
+        "swing_time/<foot geom>_total" with its "_count";
       - on a terrain grid, per episode that ended this step: "travel_distance_total" (how far it
         ended from its patch's centre, m) and "success_total" (1 when that is at least half a
         patch and the episode was not terminated), each with its "_count" of episodes.
@@ -214,6 +216,10 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
         "swing_time_total": landing.sum(dim=1),
         "swing_time_count": (landing > 0).sum(dim=1).float(),
     }
+    for i, foot in enumerate(env.cfg.robot.foot_geoms):
+        figures[f"foot_contact_fraction/{foot}"] = state.contacts[:, i].float()
+        figures[f"swing_time/{foot}_total"] = landing[:, i]
+        figures[f"swing_time/{foot}_count"] = (landing[:, i] > 0).float()
     if env.terrain is not None:
         ended = (env.episode_length == 0).float()  # reset this step
         distance = env.terrain.last_distance

@@ -1,0 +1,141 @@
+"""How fast does the quadruped learn, over seeds, with and without symmetry augmentation?
+
+    python scripts/bench_seeds.py --log-root /work/runs/seeds --seeds 1 2 3                # plain PPO
+    python scripts/bench_seeds.py --log-root /work/runs/seeds --seeds 1 2 3 --symmetry     # augmented
+    python scripts/bench_seeds.py --log-root /work/runs/seeds --seeds 1 2 3 --report-only  # tables only
+    python scripts/bench_seeds.py --log-root /tmp/s --seeds 1 --poll-s 1 -- --env.num-envs 16 --runner.max-iterations 2
+
+Each seed trains `train TASK --device cpu --config configs/cpu-locomotion.yaml --seed S` (the
+README's CPU preset, evaluated every 50 iterations) until the periodic evaluation first meets
+the full-distribution flat targets of `bench_locomotion.py`, then stops it with SIGTERM, as a
+preemption would (a checkpoint is written). A seed that was cut off is continued with
+`--resume-dir`; one that met its targets is not run again. The report gives the env steps each
+seed needed and their median, and the gait of each final policy (`play`, forward commands):
+per-foot contact fractions and mean swing times, and their left/right differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from bench_locomotion import BIN, FORWARD, GO1, ROOT, first_eval_meeting_targets, metrics_lines, play
+
+from mjrl.envs.robot import mirror_name
+from mjrl.tasks import load_task
+
+SYMMETRY = ["--algorithm.symmetry.augment", "True"]
+
+
+def run_name(seed: int, symmetry: bool) -> str:
+    return f"seed-{seed}" + ("-symmetry" if symmetry else "")
+
+
+def find_run(log_root: Path, task: str, name: str) -> Path | None:
+    runs = sorted((log_root / task).glob(f"20*_{name}"))
+    return runs[-1] if runs else None
+
+
+def train_until_targets(task: str, log_root: Path, seed: int, symmetry: bool, poll_s: float, extra: list[str]) -> Path:
+    """Train (or continue) one seed until its periodic evaluation meets the targets, or the
+    preset's last iteration."""
+    name = run_name(seed, symmetry)
+    run_dir = find_run(log_root, task, name)
+    if run_dir is not None and first_eval_meeting_targets(metrics_lines(run_dir)):
+        return run_dir
+    command = [str(BIN / "train"), task, "--device", "cpu", "--config", str(ROOT / "configs/cpu-locomotion.yaml")]
+    command += ["--seed", str(seed), "--log-root", str(log_root), *(SYMMETRY if symmetry else []), *extra]
+    command += ["--resume-dir", str(run_dir)] if run_dir else ["--run-name", name]
+    process = subprocess.Popen(command)
+    while process.poll() is None:
+        time.sleep(poll_s)
+        run_dir = run_dir or find_run(log_root, task, name)
+        metrics = run_dir / "metrics.jsonl" if run_dir else None
+        if metrics and metrics.exists() and first_eval_meeting_targets(metrics_lines(run_dir)):
+            process.send_signal(signal.SIGTERM)  # writes a checkpoint and exits
+            process.wait()
+    assert run_dir is not None, f"{name}: train exited with {process.returncode} before making its run directory"
+    return run_dir
+
+
+def gait(task: str, run_dir: Path, episodes: int) -> dict:
+    """Forward-command figures of the run's last checkpoint, per foot included."""
+    return play(task, episodes, ["--run-dir", str(run_dir)], FORWARD)
+
+
+def foot_pairs(task: str) -> list[tuple[str, str]]:
+    """Left/right foot pairs, by the names the task's robot config mirrors."""
+    robot = load_task(task).env_cfg.robot
+    images = {foot: mirror_name(foot, robot.mirror_names) for foot in robot.foot_geoms}
+    return [(foot, image) for foot, image in images.items() if foot < image]
+
+
+HEADER = [
+    "| seed | env steps to the targets | planar error, forward (m/s) | contact, left - right "
+    "| swing (s), left - right |",
+    "| --- | --- | --- | --- | --- |",
+]
+
+
+def seed_row(task: str, seed: int, run_dir: Path, episodes: int) -> tuple[str, float | None]:
+    """The seed's table row and the env steps it took to meet the targets (None if it did not)."""
+    history = metrics_lines(run_dir)
+    reached = first_eval_meeting_targets(history)
+    figures = gait(task, run_dir, episodes)
+    contact, swing = [], []
+    for left, right in foot_pairs(task):
+        contact.append(figures[f"mean_foot_contact_fraction/{left}"] - figures[f"mean_foot_contact_fraction/{right}"])
+        swing.append(figures[f"mean_swing_time/{left}"] - figures[f"mean_swing_time/{right}"])
+    if reached:
+        steps = f"{reached['env_steps'] / 1e6:.1f} M (iteration {reached['iteration']})"
+    else:
+        steps = f"not met in {history[-1]['env_steps'] / 1e6:.1f} M"
+    pairs = " / ".join(f"{c:+.3f}" for c in contact), " / ".join(f"{d:+.3f}" for d in swing)
+    row = f"| {seed} | {steps} | {figures['mean_lin_vel_error']:.3f} | {pairs[0]} | {pairs[1]} |"
+    return row, reached["env_steps"] if reached else None
+
+
+def report(task: str, log_root: Path, seeds: list[int], episodes: int) -> str:
+    lines = []
+    for symmetry in (False, True):
+        runs = {seed: find_run(log_root, task, run_name(seed, symmetry)) for seed in seeds}
+        runs = {seed: run for seed, run in runs.items() if run is not None}
+        if not runs:
+            continue
+        lines += [f"**{'with symmetry augmentation' if symmetry else 'plain PPO'}**", "", *HEADER]
+        reached_steps = []
+        for seed, run_dir in runs.items():
+            row, steps = seed_row(task, seed, run_dir, episodes)
+            lines.append(row)
+            reached_steps += [steps] if steps is not None else []
+        met = f"{len(reached_steps)} of {len(runs)} seeds met the targets"
+        median = f"; median {statistics.median(reached_steps) / 1e6:.1f} M env steps" if reached_steps else ""
+        lines += ["", met + median + ".", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default=GO1)
+    parser.add_argument("--log-root", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--symmetry", action="store_true", help="train with symmetry augmentation")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--poll-s", type=float, default=15.0, help="how often to read the runs' metrics")
+    parser.add_argument("train_args", nargs="*", help="more flags for train (after --)")
+    args = parser.parse_args()
+    if not args.report_only:
+        for seed in args.seeds:
+            run_dir = train_until_targets(args.task, args.log_root, seed, args.symmetry, args.poll_s, args.train_args)
+            print(json.dumps({"seed": seed, "run_dir": str(run_dir)}), flush=True)
+    print(report(args.task, args.log_root, args.seeds, args.episodes))
+
+
+if __name__ == "__main__":
+    main()
