@@ -18,7 +18,13 @@ from mjrl.tasks import load_task
 
 TASK = load_task("Mjrl-Cartpole-Balance")
 # What only PPO itself may use: its module, its update's statistics, normaliser and optimizer.
-ALGORITHM_INTERNALS = ("mjrl.rl.ppo", "mjrl.rl.statistics", "mjrl.rl.normalizer", "mjrl.rl.optim")
+ALGORITHM_INTERNALS = (
+    "mjrl.rl.ppo",
+    "mjrl.rl.distillation",
+    "mjrl.rl.statistics",
+    "mjrl.rl.normalizer",
+    "mjrl.rl.optim",
+)
 # The loop itself; play, evaluation, export, video and plots work on a trained policy.
 LOOP_MODULES = ("runner", "state", "start", "job", "metrics", "outputs", "loggers", "run_dir", "faults", "config")
 
@@ -63,7 +69,7 @@ def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
     env = VecEnv(cfg, TASK.build(cfg), torch.device("cpu"), seed=seed)
     torch.manual_seed(seed)  # the initial weights, as `train` seeds them
     steps = agent.runner.num_steps_per_env
-    algorithm = make_algorithm(agent.algorithm, agent.policy, env, steps, single_process("cpu"))
+    algorithm = make_algorithm(agent, env, steps, single_process("cpu"))
     algorithm.generator.manual_seed(seed)
     obs = env.obs
     for step in range(steps):

@@ -15,8 +15,7 @@ from conftest import free_port
 
 from mjrl.distributed.context import DistContext
 from mjrl.distributed.packing import NamedPack
-from mjrl.rl.normalizer import RunningNormalizer
-from mjrl.rl.ppo import merge_into
+from mjrl.rl.normalizer import RunningNormalizer, merge_into
 from mjrl.rl.statistics import update_metrics
 
 

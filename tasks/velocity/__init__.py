@@ -21,6 +21,7 @@ perfect tracking return of a 20 s episode is 20 * (weight_lin + weight_yaw).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -31,7 +32,7 @@ from mjrl.errors import UsageError
 from mjrl.rl.config import AgentConfig
 from mjrl.sim import Scene
 from mjrl.tasks.velocity import legged
-from mjrl.tasks.velocity.config import AGENT, VelocityEnvConfig
+from mjrl.tasks.velocity.config import AGENT, ActorObsConfig, VelocityEnvConfig
 from mjrl.tasks.velocity.legged import COMMAND, play_metrics
 
 __all__ = ["VelocityEnvConfig", "build", "play_metrics"]
@@ -60,8 +61,21 @@ def _observations(cfg: VelocityEnvConfig) -> dict[str, dict[str, ObsTerm]]:
         "base_mass_offset": ObsTerm(mdp.base_mass_offset, mirror=mdp.unchanged),
         "base_height": ObsTerm(mdp.base_height, mirror=mdp.unchanged),
     }
-    # Critic observations are never noised (VecEnv only noises the "actor" group).
-    return {"actor": actor, "critic": {**actor, **privileged}}
+    # Critic (and teacher) observations are never noised (VecEnv only noises the "actor" group).
+    groups = {"actor": _student_view(actor, cfg.actor_obs), "critic": {**actor, **privileged}}
+    if cfg.actor_obs.teacher_group:
+        groups["teacher"] = actor
+    return groups
+
+
+def _student_view(actor: dict[str, ObsTerm], view: ActorObsConfig) -> dict[str, ObsTerm]:
+    """The actor's terms as `view` has them: without the linear velocity, with history."""
+    proprioception = ("base_ang_vel", "projected_gravity", "joint_pos", "joint_vel", "last_action")
+    return {
+        name: dataclasses.replace(term, history=view.history) if name in proprioception else term
+        for name, term in actor.items()
+        if view.base_lin_vel or name != "base_lin_vel"
+    }
 
 
 def _rewards(cfg: VelocityEnvConfig) -> dict[str, RewardTerm]:

@@ -166,6 +166,23 @@ class HeightScanConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ActorObsConfig:
+    """What the actor observes, for policies that must run on a real robot (distilled students)."""
+
+    base_lin_vel: bool = True
+    """The base's linear velocity: simulators know it, real robots estimate it. The critic and
+    a teacher always see it."""
+    history: int = 1
+    """Steps of the proprioceptive terms (angular velocity, gravity, joints, last action) in
+    the actor's observation, newest first: without its velocity, a policy reads motion from them."""
+    teacher_group: bool = False
+    """Add a "teacher" observation group, the actor observations of the default task without
+    noise: what a teacher trained on that task reads (`--distillation.teacher`)."""
+
+    bounds: ClassVar[dict] = {"history": ">= 1"}
+
+
+@dataclasses.dataclass(frozen=True)
 class VelocityEnvConfig(EnvConfig):
     """A legged robot tracking velocity commands on flat ground or a terrain grid."""
 
@@ -176,6 +193,8 @@ class VelocityEnvConfig(EnvConfig):
     with a curriculum (`--env.terrain.kind grid`)."""
     height_scan: HeightScanConfig = HeightScanConfig()
     """The height-scan observation."""
+    actor_obs: ActorObsConfig = ActorObsConfig()
+    """What the actor observes (the default: everything the critic's proprioception has)."""
     episode_length_s: float = 20.0
     """Episode length in seconds (1000 env steps at 50 Hz)."""
     action_scale: float = 0.25
@@ -221,6 +240,17 @@ AGENT = AgentConfig(
         actor_hidden_dims=(512, 256, 128), critic_hidden_dims=(512, 256, 128), activation="elu", init_noise_std=1.0
     ),
 )
+
+
+# Distillation: the student learns the mean action of its teacher with a small fixed noise
+# (Distillation trains the actor's mean only, so the std stays where it starts).
+STUDENT_AGENT = dataclasses.replace(AGENT, policy=dataclasses.replace(AGENT.policy, init_noise_std=0.1))
+
+
+def as_student(env: VelocityEnvConfig, history: int = 5) -> VelocityEnvConfig:
+    """The env of a student for distillation: no base linear velocity, `history` steps of
+    proprioception, and the teacher's observations beside them."""
+    return dataclasses.replace(env, actor_obs=ActorObsConfig(base_lin_vel=False, history=history, teacher_group=True))
 
 
 def on_rough_terrain(flat: VelocityEnvConfig) -> VelocityEnvConfig:

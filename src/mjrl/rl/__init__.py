@@ -3,10 +3,18 @@ nothing of simulators: observations, rewards and done flags arrive as tensors.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from mjrl.rl.algorithm import Algorithm, EnvInfo, Observations
-from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig, SymmetryConfig
+from mjrl.rl.config import (
+    AgentConfig,
+    DistillationConfig,
+    PolicyConfig,
+    PpoConfig,
+    RunnerConfig,
+    SymmetryConfig,
+)
 from mjrl.rl.networks import ActorCritic, build_actor_critic
 
 if TYPE_CHECKING:
@@ -15,7 +23,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ActorCritic",
     "AgentConfig",
+    "AgentSections",
     "Algorithm",
+    "DistillationConfig",
     "EnvInfo",
     "Observations",
     "PolicyConfig",
@@ -23,15 +33,53 @@ __all__ = [
     "RunnerConfig",
     "SymmetryConfig",
     "build_actor_critic",
+    "check_agent_config",
     "make_algorithm",
 ]
 
 
-def make_algorithm(
-    algorithm: PpoConfig, policy: PolicyConfig, env: EnvInfo, num_steps: int, ctx: DistContext
-) -> Algorithm:
-    """The algorithm a run trains with on `env`, for rollouts of `num_steps` steps."""
+class AgentSections(Protocol):
+    """The sections of a run's config that choose and build its algorithm (`TrainConfig` and
+    `AgentConfig` have them)."""
+
+    algorithm: PpoConfig
+    policy: PolicyConfig
+    distillation: DistillationConfig
+
+
+def check_agent_config(cfg: AgentSections, task_name: str, observation_groups: set[str], mirrors: bool) -> None:
+    """Refuse, before anything is built or written, what the task cannot train with: symmetry
+    without mirrors (`mirrors`: whether the task declares them), distillation without a
+    "teacher" observation group or a teacher checkpoint."""
+    from mjrl.errors import UsageError
+
+    if cfg.distillation.teacher:
+        from mjrl.rl.distillation import TEACHER_GROUP
+
+        if TEACHER_GROUP not in observation_groups:
+            raise UsageError(
+                f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group, which {task_name} "
+                "lacks; distil into a student task (e.g. Mjrl-Velocity-Flat-Quadruped-Student)"
+            )
+        teacher = Path(cfg.distillation.teacher)
+        if not teacher.is_file() and not any(teacher.glob("checkpoints/model_*.pt")):
+            raise UsageError(f"--distillation.teacher {teacher}: no checkpoint file or run directory with checkpoints")
+    elif cfg.algorithm.symmetry.enabled and not mirrors:
+        raise UsageError(
+            f"--algorithm.symmetry needs a task that says how it mirrors left and right; {task_name} does not "
+            "(a term without a mirror, or a robot config without mirror_names)"
+        )
+
+
+def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
+    """The algorithm a run trains with on `env`, for rollouts of `num_steps` steps: PPO, or
+    distillation when `cfg.distillation` names a teacher."""
+    policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
+    if cfg.distillation.teacher:
+        from mjrl.rl.distillation import Distillation, load_teacher
+
+        teacher = load_teacher(cfg.distillation, env, ctx.device)
+        return Distillation(policy, teacher, cfg.distillation, ctx, env.num_envs, num_steps)
     from mjrl.rl.ppo import PPO
 
-    actor_critic = build_actor_critic(env.obs_dims, env.num_actions, policy, ctx.device, env.obs_std_floors)
-    return PPO(actor_critic, algorithm, ctx, env.num_envs, num_steps, env.mirrors)
+    return PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, env.mirrors)

@@ -107,3 +107,11 @@ class Algorithm(Protocol):
     def parameters(self) -> list[torch.Tensor]:
         """The trained parameters (for fault injection in tests)."""
         ...
+
+
+def parameter_checksum(params: list[torch.Tensor]) -> torch.Tensor:
+    """Two int64 sums over the raw bits of every parameter: equal on two ranks only if their
+    parameters are (almost surely) bit-identical."""
+    bits = torch.cat([p.detach().reshape(-1).float() for p in params]).view(torch.int32).long()
+    weights = torch.arange(1, bits.numel() + 1, device=bits.device) % 65521
+    return torch.stack([bits.sum(), (bits * weights).sum()])

@@ -152,6 +152,45 @@ class PpoConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class DistillationConfig:
+    """Teacher-student distillation (DAgger, rsl_rl's `Distillation`): instead of PPO, the
+    policy learns to imitate a trained teacher's actions in the states its own actions reach.
+    Chosen by naming a `teacher`; the task must have a "teacher" observation group, the actor
+    observations the teacher was trained with."""
+
+    teacher: str = ""
+    """Run directory (its newest checkpoint) or checkpoint file of the teacher. Empty: PPO."""
+    learning_rate: float = 1e-3
+    """Adam's learning rate (fixed)."""
+    num_learning_epochs: int = 2
+    """Passes over each rollout."""
+    num_mini_batches: int = 4
+    """Minibatches per pass."""
+    max_grad_norm: float = 1.0
+    """Clip of the gradient norm."""
+
+    bounds: ClassVar[dict] = {
+        "learning_rate": "> 0",
+        "num_learning_epochs": ">= 1",
+        "num_mini_batches": ">= 1",
+        "max_grad_norm": "> 0",
+    }
+
+
+def saved_policy_config(saved: dict[str, Any], default: PolicyConfig) -> PolicyConfig:
+    """The policy config of a run from its saved config (`config` in a checkpoint). Runs before
+    issue 23 kept it in one `agent` section with the loop's and PPO's settings; runs from before
+    `obs_std_offset` existed were normalised without an offset."""
+    from mjrl.config import apply_dict
+
+    if "agent" in saved:
+        old = {"obs_std_offset": 0.0, **saved["agent"]}
+        names = {field.name for field in dataclasses.fields(default)}
+        return apply_dict(default, {k: v for k, v in old.items() if k in names}, "agent.")
+    return apply_dict(default, saved.get("policy", {}), "policy.")
+
+
+@dataclasses.dataclass(frozen=True)
 class AgentConfig:
     """A task's default agent: the loop, the algorithm and its policy (`Task.agent_cfg`)."""
 
@@ -161,6 +200,8 @@ class AgentConfig:
     """The algorithm's settings."""
     policy: PolicyConfig = PolicyConfig()
     """The policy's settings."""
+    distillation: DistillationConfig = DistillationConfig()
+    """Distillation from a teacher instead of PPO (when it names one)."""
 
     def replace(self, **changes: Any) -> AgentConfig:
         """This config with fields changed by name, whichever section holds them."""

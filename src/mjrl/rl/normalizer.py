@@ -7,8 +7,14 @@ same formula merges the statistics of several ranks.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from mjrl.distributed import DistContext
 
 
 class RunningNormalizer(nn.Module):
@@ -99,3 +105,45 @@ def update_from_sums(normalizer: RunningNormalizer, sums: torch.Tensor) -> None:
     n, total, squares = sums[0:1], sums[1 : 1 + dim], sums[1 + dim :]
     mean = total / n
     normalizer.update(torch.cat([n, mean, (squares - n * mean**2).clamp(min=0.0)]))
+
+
+def merge_into(normalizer: RunningNormalizer, obs: torch.Tensor, ctx: DistContext) -> None:
+    """Update `normalizer` with `obs` from every rank (one all-reduce of their moment sums), so
+    each rank ends with the statistics of the pooled data."""
+    update_from_sums(normalizer, ctx.all_reduce_sum(moment_sums(obs)))
+
+
+@torch.no_grad()
+def warm_up_normalizers(
+    normalizers: Mapping[str, RunningNormalizer],
+    obs: Mapping[str, torch.Tensor],
+    step: Callable[[torch.Tensor], Mapping[str, torch.Tensor]],
+    act: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+    steps: int,
+    ctx: DistContext,
+) -> int:
+    """Start the normalisers of these observation groups from the first observations and
+    `steps` env steps of `act` (every rank's data pooled); returns the steps taken.
+
+    The policy acting in the warm-up sees the first observations' statistics; then all the
+    observations seen replace those. Features that still do not vary (a last action before any
+    action) keep unit variance: their scale is unknown, and a tiny one would blow up the first
+    rollout's deviations."""
+    steps = steps if normalizers else 0
+
+    def merge(group: str, seen: torch.Tensor) -> None:
+        normalizer = normalizers[group]
+        normalizer.reset()
+        merge_into(normalizer, seen, ctx)
+        normalizer.var.masked_fill_(normalizer.var < 1e-6, 1.0)
+
+    seen = {group: [obs[group]] for group in normalizers}
+    for group in normalizers:
+        merge(group, obs[group])
+    for _ in range(steps):
+        obs = step(act(obs))
+        for group in normalizers:
+            seen[group].append(obs[group])
+    for group in normalizers:
+        merge(group, torch.cat(seen[group]))
+    return steps

@@ -18,10 +18,10 @@ import torch
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack, split_like
 from mjrl.mirror import ColumnMirror
-from mjrl.rl.algorithm import Observations
+from mjrl.rl.algorithm import Observations, parameter_checksum
 from mjrl.rl.config import PpoConfig
 from mjrl.rl.networks import ActorCritic
-from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
+from mjrl.rl.normalizer import moment_sums, update_from_sums, warm_up_normalizers
 from mjrl.rl.optim import Adam
 from mjrl.rl.statistics import STEP_STATISTICS, rollout_sums, update_metrics
 
@@ -218,25 +218,7 @@ class PPO:
         and a tiny one would blow up the first rollout's deviations."""
         normalizers = {"actor": self.policy.actor_normalizer, "critic": self.policy.critic_normalizer}
         normalizers = {group: n for group, n in normalizers.items() if n is not None}
-        steps = steps if normalizers else 0
-
-        def merge(group: str, seen: torch.Tensor) -> None:
-            normalizer = normalizers[group]
-            normalizer.reset()
-            merge_into(normalizer, seen, self.ctx)
-            normalizer.var.masked_fill_(normalizer.var < 1e-6, 1.0)
-
-        # The warm-up policy sees the first observations' statistics; then all of them replace those.
-        seen = {group: [obs[group]] for group in normalizers}
-        for group in normalizers:
-            merge(group, obs[group])
-        for _ in range(steps):
-            obs = step(self.act(obs))
-            for group in normalizers:
-                seen[group].append(obs[group])
-        for group in normalizers:
-            merge(group, torch.cat(seen[group]))
-        return steps
+        return warm_up_normalizers(normalizers, obs, step, self.act, steps, self.ctx)
 
     # ---------------------------------------------------------------------------- update
 
@@ -485,11 +467,7 @@ class PPO:
         return self.params
 
     def parameter_checksum(self) -> torch.Tensor:
-        """Two int64 sums over the raw bits of every parameter: equal on two ranks only if their
-        parameters are (almost surely) bit-identical."""
-        bits = torch.cat([p.detach().reshape(-1).float() for p in self.params]).view(torch.int32).long()
-        weights = torch.arange(1, bits.numel() + 1, device=bits.device) % 65521
-        return torch.stack([bits.sum(), (bits * weights).sum()])
+        return parameter_checksum(self.params)
 
     def _adapt_learning_rate(self, kl: float) -> None:
         if kl > 2.0 * self.cfg.desired_kl:
@@ -525,9 +503,3 @@ class PPO:
         total, squares, count = pooled["advantages"].tolist()
         mean = total / count
         return mean, max(squares / count - mean**2, 0.0) ** 0.5
-
-
-def merge_into(normalizer: RunningNormalizer, obs: torch.Tensor, ctx: DistContext) -> None:
-    """Update `normalizer` with `obs` from every rank (one all-reduce of their moment sums), so
-    each rank ends with the statistics of the pooled data."""
-    update_from_sums(normalizer, ctx.all_reduce_sum(moment_sums(obs)))

@@ -11,7 +11,7 @@ from mjrl.config import check_numbers, to_dict
 from mjrl.distributed.options import LaunchOptions
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
-from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
+from mjrl.rl.config import AgentConfig, DistillationConfig, PolicyConfig, PpoConfig, RunnerConfig
 
 EnvT = TypeVar("EnvT", bound=EnvConfig)
 
@@ -28,6 +28,8 @@ class TrainConfig(Generic[EnvT]):
     """PPO's update, its learning-rate schedule and how ranks stay in step."""
     policy: PolicyConfig = PolicyConfig()
     """The actor-critic: its networks, action noise and observation normalisation."""
+    distillation: DistillationConfig = DistillationConfig()
+    """Teacher-student distillation instead of PPO, when it names a teacher."""
     device: str = "auto"
     """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda (cuda:<LOCAL_RANK>), or
     cuda:N (one rank per node, or ranks given GPUs of their own). A rank that sees fewer GPUs than
@@ -103,7 +105,11 @@ class TrainConfig(Generic[EnvT]):
         """A task's defaults: its env config and its agent's three sections."""
         agent: AgentConfig = task.agent_cfg
         return cls[type(task.env_cfg)](
-            env=task.env_cfg, runner=agent.runner, algorithm=agent.algorithm, policy=agent.policy
+            env=task.env_cfg,
+            runner=agent.runner,
+            algorithm=agent.algorithm,
+            policy=agent.policy,
+            distillation=agent.distillation,
         )
 
 

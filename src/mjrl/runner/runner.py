@@ -24,7 +24,7 @@ from mjrl.distributed import DistContext
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.envs import Task, VecEnv, check_task_spec, declares_symmetry
 from mjrl.errors import UsageError
-from mjrl.rl import AgentConfig, Algorithm, make_algorithm
+from mjrl.rl import AgentConfig, Algorithm, check_agent_config, make_algorithm
 from mjrl.runner.config import TrainConfig, validate
 from mjrl.runner.faults import Fault, nan_actions
 from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
@@ -292,17 +292,23 @@ def train(
     validate(cfg)
     spec = task.build(cfg.env)
     check_task_spec(spec)
-    if cfg.algorithm.symmetry.enabled and not declares_symmetry(spec):
-        raise UsageError(
-            f"--algorithm.symmetry needs a task that says how it mirrors left and right; {task.name} does not "
-            "(a term without a mirror, or a robot config without mirror_names)"
-        )
+    check_agent_config(cfg, task.name, set(spec.observations), declares_symmetry(spec))
     run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
 
     seed_everything(cfg.seed + ctx.rank)
     env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
     ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
-    algorithm = make_algorithm(cfg.algorithm, cfg.policy, env, cfg.runner.num_steps_per_env, ctx)
+    try:
+        algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx)
+    except UsageError:
+        # What only the built env can tell (a teacher reading other observations): a fresh
+        # run's directory is still empty, and is not left behind.
+        if ctx.is_main and not resumed and ctx.job_id is None and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+            with contextlib.suppress(OSError):  # the task's folder and the log root, when empty
+                run_dir.parent.rmdir()
+                run_dir.parent.parent.rmdir()
+        raise
     algorithm.generator.manual_seed(cfg.seed + ctx.rank)
     restore_weights_everywhere(ctx, algorithm, checkpoint, source)
     state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, algorithm, env)

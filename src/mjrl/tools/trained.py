@@ -4,9 +4,8 @@ and the policy config it was trained with, and load its weights into a fresh env
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mjrl.errors import UsageError
 
@@ -44,18 +43,10 @@ def trained_env_config(task: Task, state: dict | None) -> EnvConfig:
 
 
 def trained_policy_config(task: Task, state: dict) -> PolicyConfig:
-    """The policy config a checkpoint was trained with. Runs before issue 23 kept it in one
-    `agent` section with the loop's and PPO's settings; runs from before `obs_std_offset`
-    existed were normalised without an offset."""
-    from mjrl.config import apply_dict
+    """The policy config a checkpoint was trained with."""
+    from mjrl.rl.config import saved_policy_config
 
-    saved: dict[str, Any] = state["config"]
-    policy = task.agent_cfg.policy
-    if "agent" in saved:
-        old = {"obs_std_offset": 0.0, **saved["agent"]}
-        names = {field.name for field in dataclasses.fields(policy)}
-        return apply_dict(policy, {k: v for k, v in old.items() if k in names}, "agent.")
-    return apply_dict(policy, saved.get("policy", {}), "policy.")
+    return saved_policy_config(state["config"], task.agent_cfg.policy)
 
 
 def load_trained(

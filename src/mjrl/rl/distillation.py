@@ -1,0 +1,208 @@
+"""Teacher-student distillation (DAgger), rsl_rl's second algorithm, as an `Algorithm`.
+
+The student acts (its mean plus a fixed exploration noise) and the teacher, a trained policy
+that reads the env's "teacher" observation group, labels every state the student reaches with
+the action it would take. The update fits the student's mean to those labels (mean squared
+error): learning on its own rollouts, the student sees the states its own mistakes lead to, and
+learns how the teacher recovers from them. Rewards are not used.
+
+The student is an `ActorCritic` like PPO's, so play, evaluation and export read it unchanged;
+its critic is not trained (a student can go on with PPO afterwards). The teacher is loaded from
+its run directory or checkpoint file, and kept in the student's checkpoints, so a resumed run
+needs the teacher's file no more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mjrl.checkpoint import load_checkpoint, load_newest_checkpoint
+from mjrl.distributed import DistContext
+from mjrl.distributed.packing import NamedPack, split_like
+from mjrl.errors import UsageError
+from mjrl.rl.algorithm import EnvInfo, Observations, parameter_checksum
+from mjrl.rl.config import DistillationConfig, PolicyConfig, saved_policy_config
+from mjrl.rl.networks import ActorCritic, build_actor_critic
+from mjrl.rl.normalizer import merge_into, warm_up_normalizers
+from mjrl.rl.optim import Adam
+
+TEACHER_GROUP = "teacher"
+"""The observation group the teacher reads: the actor observations of the task it was trained on."""
+
+
+def load_teacher(cfg: DistillationConfig, env: EnvInfo, device: torch.device) -> ActorCritic:
+    """The teacher's policy, from the newest checkpoint of a run directory or from a file,
+    checked against the env: its actor must read the "teacher" group and output the env's actions."""
+    source = Path(cfg.teacher)
+    _, state = load_newest_checkpoint(source) if source.is_dir() else (source, load_checkpoint(source))
+    policy_cfg = saved_policy_config(state["config"], PolicyConfig())
+    dims = {"actor": state["obs_dims"]["actor"], "critic": state["obs_dims"]["critic"]}
+    if TEACHER_GROUP not in env.obs_dims:
+        raise UsageError(f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group")
+    if (dims["actor"], state["num_actions"]) != (env.obs_dims[TEACHER_GROUP], env.num_actions):
+        raise UsageError(
+            f"teacher {cfg.teacher} reads {dims['actor']} observations and acts on {state['num_actions']} joints; "
+            f"this task's teacher group has {env.obs_dims[TEACHER_GROUP]} and it has {env.num_actions} actions"
+        )
+    teacher = build_actor_critic(dims, state["num_actions"], policy_cfg, device)
+    teacher.load_state_dict(state["policy"])
+    return teacher.eval().requires_grad_(False)
+
+
+@dataclasses.dataclass
+class DistillationStorage:
+    """One rollout: the student's raw observations and the teacher's actions, (T, N, ...)."""
+
+    student_obs: torch.Tensor
+    teacher_actions: torch.Tensor
+    step: int = 0
+
+
+class Distillation:
+    """DAgger as an `Algorithm`: the runner calls `act` and `process_env_step` at every env
+    step, then `compute_returns` and `update`."""
+
+    def __init__(
+        self,
+        student: ActorCritic,
+        teacher: ActorCritic,
+        cfg: DistillationConfig,
+        ctx: DistContext,
+        num_envs: int,
+        num_steps: int,
+    ):
+        self.policy = student
+        self.teacher = teacher
+        self.cfg = cfg
+        self.ctx = ctx
+        dim, actions = student.actor[0].in_features, student.log_std.numel()
+        zeros = dict(device=ctx.device)
+        self.storage = DistillationStorage(
+            torch.zeros(num_steps, num_envs, dim, **zeros), torch.zeros(num_steps, num_envs, actions, **zeros)
+        )
+        # Only the actor's mean learns: the exploration noise stays at the policy's init_noise_std.
+        self.optimizer = Adam(student.actor.parameters(), lr=cfg.learning_rate)
+        self.params = self.optimizer.params
+        self.generator = torch.Generator(device=ctx.device)
+
+    # ------------------------------------------------------------------------ collection
+
+    @torch.no_grad()
+    def act(self, obs: Observations) -> torch.Tensor:
+        """The student's actions, noised from this algorithm's generator; the teacher's actions
+        for the same states are stored as labels."""
+        storage = self.storage
+        storage.student_obs[storage.step].copy_(obs["actor"])
+        storage.teacher_actions[storage.step].copy_(self.teacher.act_deterministic(obs[TEACHER_GROUP]))
+        dist = self.policy.distribution(self.policy.normalize_actor(obs["actor"]))
+        return dist.sample(self.generator)
+
+    def process_env_step(
+        self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, extras: dict[str, Any]
+    ) -> None:
+        self.storage.step += 1
+
+    def compute_returns(self, obs: Observations) -> None:
+        """Nothing to bootstrap: the labels do not depend on what comes after."""
+
+    @torch.no_grad()
+    def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
+        """The student's normaliser from one rollout (see `warm_up_normalizers`)."""
+        normalizers = {"actor": self.policy.actor_normalizer} if self.policy.actor_normalizer is not None else {}
+        return warm_up_normalizers(normalizers, obs, step, self.act, steps, self.ctx)
+
+    # ---------------------------------------------------------------------------- update
+
+    def update(self) -> dict[str, torch.Tensor]:
+        """Epochs x minibatches of the behaviour-cloning loss on the rollout; gradients are
+        averaged over ranks at every step."""
+        cfg, storage = self.cfg, self.storage
+        raw = storage.student_obs.flatten(0, 1)
+        with torch.no_grad():
+            obs = self.policy.normalize_actor(raw)  # with the statistics the actions were drawn with
+        labels = storage.teacher_actions.flatten(0, 1)
+        self._merge_observation_statistics(raw)
+        size = obs.shape[0]
+        loss_sum = torch.zeros((), dtype=torch.float64, device=obs.device)
+        updates = 0
+        for _ in range(cfg.num_learning_epochs):
+            perm = torch.randperm(size, device=obs.device, generator=self.generator)
+            for batch in perm.split(size // cfg.num_mini_batches):
+                # Squared distance of the student's mean from the teacher's action.
+                loss = ((self.policy.actor(obs[batch]) - labels[batch]) ** 2).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                if self._average_gradients(loss):
+                    self._clip_gradients()
+                    self.optimizer.step()
+                    loss_sum += loss.detach().double()
+                    updates += 1
+        storage.step = 0
+        return {"behavior_loss": loss_sum, "steps": loss_sum.new_tensor(float(updates))}
+
+    def _merge_observation_statistics(self, raw: torch.Tensor) -> None:
+        if self.policy.actor_normalizer is not None:
+            merge_into(self.policy.actor_normalizer, raw, self.ctx)
+
+    def _average_gradients(self, loss: torch.Tensor) -> bool:
+        """Average the gradients and the loss over ranks in one all-reduce; False (on every rank)
+        when any of them is not finite, and the step is skipped."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        flat = torch.cat([*(g.reshape(-1) for g in grads), loss.detach().reshape(1)])
+        self.ctx.all_reduce_mean(flat)
+        if not torch.isfinite(flat).all():
+            return False
+        for p, averaged in zip(self.params, split_like(flat[:-1], self.params), strict=True):
+            p.grad = averaged.view_as(p).clone()
+        return True
+
+    def _clip_gradients(self) -> None:
+        grads = [p.grad for p in self.params]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        torch._foreach_mul_(grads, (self.cfg.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
+
+    def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
+        return {"behavior_loss": totals["behavior_loss"] / max(totals["steps"], 1.0)}
+
+    # ------------------------------------------------------------------------------ common
+
+    def log_values(self) -> dict[str, float]:
+        return {"learning_rate": self.optimizer.lr, "action_std": self.policy.log_std.exp().mean().item()}
+
+    def inference_policy(self) -> ActorCritic:
+        return self.policy
+
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint entries `policy` (the student), `optimizer`, `learning_rate` and `teacher`."""
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "learning_rate": self.optimizer.lr,
+            "teacher": self.teacher.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
+        self.policy.load_state_dict(state["policy"])
+        if "teacher" in state:  # a student's own checkpoint: the teacher it was trained with
+            self.teacher.load_state_dict(state["teacher"])
+        if not weights_only:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+    def broadcast_from_main(self) -> None:
+        if not self.ctx.is_distributed:
+            return
+        tensors = [*self.policy.state_dict().values(), *self.teacher.state_dict().values()]
+        self.ctx.broadcast_tensors([*tensors, *self.optimizer.tensors()])
+        rate = NamedPack(torch.float64, self.ctx.device).add("learning_rate", self.optimizer.lr).broadcast(self.ctx)
+        self.optimizer.lr = rate["learning_rate"].item()
+
+    def parameters(self) -> list[torch.Tensor]:
+        return self.params
+
+    def parameter_checksum(self) -> torch.Tensor:
+        return parameter_checksum(self.params)

@@ -1,0 +1,97 @@
+"""Teacher-student distillation through the algorithm seam: a student task without the base's
+linear velocity learns a teacher's actions, resumes with the teacher it started with, exports,
+runs on two ranks, and refuses teachers it cannot learn from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
+
+from mjrl.checkpoint import load_newest_checkpoint
+
+TEACHER_TASK = "Mjrl-Velocity-Flat-Quadruped"
+STUDENT_TASK = "Mjrl-Velocity-Flat-Quadruped-Student"
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> Path:
+    """A (barely) trained teacher: what matters is that its actions are not the student's."""
+    root = tmp_path_factory.mktemp("teacher")
+    result = run_main("train", TEACHER_TASK, *TINY_RUN, "--runner.max-iterations", "2", "--log-root", str(root))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(last_json(result.stdout)["run_dir"])
+
+
+def distil(teacher: Path, log_root: Path, *args: str):
+    return run_main("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher), "--log-root",
+                    str(log_root), *args)  # fmt: skip
+
+
+def test_the_student_learns_the_teachers_actions_and_exports_without_base_velocity(teacher, log_root, tmp_path):
+    result = distil(teacher, log_root, "--runner.max-iterations", "12")
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(last_json(result.stdout)["run_dir"])
+    losses = [row["behavior_loss"] for row in read_jsonl(run_dir / "metrics.jsonl")]
+    assert len(losses) == 12 and losses[-1] < 0.3 * losses[0]
+    # The student's actor and its checkpoint: only what a robot measures, plus the teacher.
+    _, state = load_newest_checkpoint(run_dir)
+    _, teacher_state = load_newest_checkpoint(teacher)
+    assert state["obs_dims"]["teacher"] == teacher_state["obs_dims"]["actor"] == 48
+    assert state["obs_dims"]["actor"] == (3 + 3 + 12 + 12 + 12) * 5 + 3  # history of 5, the command once
+    for name, value in teacher_state["policy"].items():
+        assert torch.equal(state["teacher"][name], value), name
+    out = tmp_path / "student.onnx"
+    exported = run_main("mjrl", "export", STUDENT_TASK, "--run-dir", str(run_dir), "--out", str(out))
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    terms = [term["name"] for term in json.loads(Path(f"{out}.json").read_text())["observation_terms"]]
+    assert "base_lin_vel" not in terms and "base_ang_vel" in terms
+
+
+def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, tmp_path):
+    """The teacher run goes on training after the student started; the resumed student still
+    learns from the weights in its own checkpoint, not from the teacher's newest."""
+    own_teacher = tmp_path / "teacher_run"
+    shutil.copytree(teacher, own_teacher)
+    first = distil(own_teacher, log_root, "--runner.max-iterations", "2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    run_dir = Path(last_json(first.stdout)["run_dir"])
+    _, original = load_newest_checkpoint(own_teacher)
+    more = run_main("train", TEACHER_TASK, *TINY_RUN, "--resume-dir", str(own_teacher), "--runner.max-iterations", "4")
+    assert more.returncode == 0, more.stderr[-3000:]
+    resumed = distil(own_teacher, log_root, "--resume-dir", str(run_dir), "--runner.max-iterations", "4")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [row["iteration"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
+    _, state = load_newest_checkpoint(run_dir)
+    assert state["iteration"] == 4
+    for name, value in original["policy"].items():
+        assert torch.equal(state["teacher"][name], value), name
+
+
+def test_two_ranks_distil_in_lockstep(teacher, log_root):
+    result = run_cli("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher), "--log-root",
+                     str(log_root), "--runner.max-iterations", "3", "--runner.replica-check-interval", "1",
+                     "--nproc-per-node", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = last_json(result.stdout)
+    assert len({rank["parameters_sha256"] for rank in summary["ranks"].values()}) == 1
+
+
+def test_teachers_a_student_cannot_learn_from_are_refused_and_nothing_is_written(teacher, log_root, tmp_path):
+    balance = run_main("train", "Mjrl-Cartpole-Balance", *TINY_RUN, "--runner.max-iterations", "1",
+                       "--log-root", str(tmp_path / "balance"))  # fmt: skip
+    cartpole = Path(last_json(balance.stdout)["run_dir"])
+    cases = [
+        (STUDENT_TASK, str(cartpole), "reads 5 observations and acts on 1 joints"),
+        (STUDENT_TASK, str(tmp_path / "missing"), "no checkpoint file or run directory with checkpoints"),
+        (TEACHER_TASK, str(teacher), "needs a task with a 'teacher' observation group"),
+    ]
+    for task, source, message in cases:
+        result = run_main("train", task, *TINY_RUN, "--distillation.teacher", source, "--log-root", str(log_root))
+        assert result.returncode == 2, (task, source, result.stderr[-2000:])
+        assert message in result.stderr and "Traceback" not in result.stderr
+        assert not log_root.exists(), (task, source)
