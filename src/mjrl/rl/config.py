@@ -51,6 +51,9 @@ class PolicyConfig:
     """Activation between hidden layers."""
     init_noise_std: float = 1.0
     """Initial std of the Gaussian policy (a learnable, state-independent parameter)."""
+    noise_std_type: Literal["log", "scalar"] = "log"
+    """What the optimiser moves: the log of the std, or the std itself (rsl_rl's default). Adam
+    steps by about the learning rate either way, so with "scalar" a small std shrinks faster."""
     normalize_observations: bool = True
     """Normalise observations with running float64 mean and variance."""
     obs_std_offset: float = 0.0

@@ -80,7 +80,7 @@ class Distillation:
         self.teacher = teacher
         self.cfg = cfg
         self.ctx = ctx
-        dim, actions = student.actor[0].in_features, student.log_std.numel()
+        dim, actions = student.actor[0].in_features, student.num_actions
         zeros = dict(device=ctx.device)
         self.storage = DistillationStorage(
             torch.zeros(num_steps, num_envs, dim, **zeros), torch.zeros(num_steps, num_envs, actions, **zeros)
@@ -172,7 +172,7 @@ class Distillation:
     # ------------------------------------------------------------------------------ common
 
     def log_values(self) -> dict[str, float]:
-        return {"learning_rate": self.optimizer.lr, "action_std": self.policy.log_std.exp().mean().item()}
+        return {"learning_rate": self.optimizer.lr, "action_std": self.policy.noise_std().mean().item()}
 
     def inference_policy(self) -> ActorCritic:
         return self.policy

@@ -68,11 +68,18 @@ class ActorCritic(nn.Module):
         obs_std_offset: float = 0.0,
         actor_std_floor: torch.Tensor | None = None,
         critic_std_floor: torch.Tensor | None = None,
+        noise_std_type: str = "log",
     ):
         super().__init__()
         self.actor = mlp(actor_obs_dim, actor_hidden, num_actions, activation)
         self.critic = mlp(critic_obs_dim, critic_hidden, 1, activation)
-        self.log_std = nn.Parameter(torch.full((num_actions,), float(torch.log(torch.tensor(init_noise_std)))))
+        self.num_actions = num_actions
+        self.noise_std_type = noise_std_type
+        # The action noise's learnable parameter: its log, or (rsl_rl's default) the std itself.
+        if noise_std_type == "log":
+            self.log_std = nn.Parameter(torch.full((num_actions,), float(torch.log(torch.tensor(init_noise_std)))))
+        else:
+            self.std = nn.Parameter(torch.full((num_actions,), float(init_noise_std)))
         self.actor_normalizer = self.critic_normalizer = None
         if normalize:
             offset = obs_std_offset
@@ -87,7 +94,15 @@ class ActorCritic(nn.Module):
 
     def distribution(self, actor_obs: torch.Tensor) -> DiagonalGaussian:
         """Policy over actions given normalised actor observations."""
-        return DiagonalGaussian(self.actor(actor_obs), self.log_std)
+        return DiagonalGaussian(self.actor(actor_obs), self.noise_log_std())
+
+    def noise_log_std(self) -> torch.Tensor:
+        """Log of the action noise's std, (num_actions,); a std parameter is kept above 1e-6."""
+        return self.log_std if self.noise_std_type == "log" else self.std.clamp(min=1e-6).log()
+
+    def noise_std(self) -> torch.Tensor:
+        """The action noise's std, (num_actions,), without gradient."""
+        return self.noise_log_std().detach().exp()
 
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         """State value given normalised critic observations, shape (N,)."""
@@ -121,6 +136,7 @@ def build_actor_critic(
         cfg.obs_std_offset,
         floors.get("actor"),
         floors.get("critic"),
+        cfg.noise_std_type,
     ).to(device)
 
 

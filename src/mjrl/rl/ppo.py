@@ -148,7 +148,7 @@ class PPO:
         """How "actor", "critic" and "actions" mirror, when symmetry is on."""
         actor_dim, critic_dim = policy.actor[0].in_features, policy.critic[0].in_features
         self.storage = RolloutBuffer.allocate(
-            num_steps, num_envs, actor_dim, critic_dim, policy.log_std.numel(), ctx.device
+            num_steps, num_envs, actor_dim, critic_dim, policy.num_actions, ctx.device
         )
         self.last_values = torch.zeros(num_envs, device=ctx.device)
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
@@ -438,7 +438,7 @@ class PPO:
         return self.policy
 
     def log_values(self) -> dict[str, float]:
-        return {"learning_rate": self.learning_rate, "action_std": self.policy.log_std.exp().mean().item()}
+        return {"learning_rate": self.learning_rate, "action_std": self.policy.noise_std().mean().item()}
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint entries `policy`, `optimizer` and `learning_rate` (the generator is
