@@ -62,7 +62,7 @@ def main() -> None:
     cfg = dataclasses.replace(TrainConfig.for_task(task), env=env_cfg)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=0)
     steps = cfg.runner.num_steps_per_env
-    algorithm = make_algorithm(cfg, env, steps, single_process("cpu"))
+    algorithm = make_algorithm(cfg, env, steps, single_process("cpu"), seed=0)
 
     def env_step() -> None:
         env.step(torch.randn(env.num_envs, env.num_actions))

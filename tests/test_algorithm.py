@@ -62,15 +62,16 @@ def test_the_tools_import_neither_the_runner_nor_the_cli():
 
 
 def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
-    """Collect a rollout and update, as the runner does; with `draw_from_global`, other code
-    draws from torch's global generator (reseeded differently) at every step in between."""
+    """Build the algorithm, collect a rollout and update, as the runner does; with
+    `draw_from_global`, other code draws from torch's global generator (seeded differently)
+    before the algorithm is built and at every step in between."""
     cfg = dataclasses.replace(TASK.env_cfg, num_envs=8)
     agent = TASK.agent_cfg.replace(num_steps_per_env=8, num_mini_batches=2)
     env = VecEnv(cfg, TASK.build(cfg), torch.device("cpu"), seed=seed)
-    torch.manual_seed(seed)  # the initial weights, as `train` seeds them
+    torch.manual_seed(seed if not draw_from_global else 999)
+    torch.rand(10)
     steps = agent.runner.num_steps_per_env
-    algorithm = make_algorithm(agent, env, steps, single_process("cpu"))
-    algorithm.generator.manual_seed(seed)
+    algorithm = make_algorithm(agent, env, steps, single_process("cpu"), seed=seed)
     obs = env.obs
     for step in range(steps):
         if draw_from_global:

@@ -71,15 +71,24 @@ def check_agent_config(cfg: AgentSections, task_name: str, observation_groups: s
         )
 
 
-def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
+def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext, seed: int) -> Algorithm:
     """The algorithm a run trains with on `env`, for rollouts of `num_steps` steps: PPO, or
-    distillation when `cfg.distillation` names a teacher."""
-    policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
+    distillation when `cfg.distillation` names a teacher. Its initial weights and its generator
+    come from `seed` alone, whatever else has drawn from torch's global generator."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):  # torch's layers initialise from the global generator
+        torch.manual_seed(seed)
+        policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
+    algorithm: Algorithm
     if cfg.distillation.teacher:
         from mjrl.rl.distillation import Distillation, load_teacher
 
         teacher = load_teacher(cfg.distillation, env, ctx.device)
-        return Distillation(policy, teacher, cfg.distillation, ctx, env.num_envs, num_steps)
-    from mjrl.rl.ppo import PPO
+        algorithm = Distillation(policy, teacher, cfg.distillation, ctx, env.num_envs, num_steps)
+    else:
+        from mjrl.rl.ppo import PPO
 
-    return PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, env.mirrors)
+        algorithm = PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, env.mirrors)
+    algorithm.generator.manual_seed(seed)
+    return algorithm

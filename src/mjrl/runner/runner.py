@@ -299,7 +299,7 @@ def train(
     env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
     ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
     try:
-        algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx)
+        algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed + ctx.rank)
     except UsageError:
         # What only the built env can tell (a teacher reading other observations): a fresh
         # run's directory is still empty, and is not left behind.
@@ -309,7 +309,6 @@ def train(
                 run_dir.parent.rmdir()
                 run_dir.parent.parent.rmdir()
         raise
-    algorithm.generator.manual_seed(cfg.seed + ctx.rank)
     restore_weights_everywhere(ctx, algorithm, checkpoint, source)
     state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, algorithm, env)
     state = sync_from_main(ctx, algorithm, state)
