@@ -60,8 +60,10 @@ def main() -> None:
     parser.add_argument("--log-root", type=Path, required=True)
     parser.add_argument("--label", required=True, help="the experiment's name: its runs go under LOG_ROOT/LABEL")
     parser.add_argument("--reference", help="a Python with rsl-rl-lib: run rsl_rl's PPO instead of mjrl's")
-    parser.add_argument("flags", nargs="*", help="more flags for train (after --)")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train
+    args = parser.parse_args(argv[:split])
+    args.flags = argv[split + 1 :]
     returns = {seed: final_return(run_seed(args, seed)) for seed in args.seeds}
     figures = ", ".join(f"{returns[seed]:.0f}" for seed in args.seeds)
     mean, worst = statistics.mean(returns.values()), min(returns.values())

@@ -21,6 +21,7 @@ import json
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -128,8 +129,10 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--poll-s", type=float, default=15.0, help="how often to read the runs' metrics")
-    parser.add_argument("train_args", nargs="*", help="more flags for train (after --)")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train
+    args = parser.parse_args(argv[:split])
+    args.train_args = argv[split + 1 :]
     if not args.report_only:
         for seed in args.seeds:
             run_dir = train_until_targets(args.task, args.log_root, seed, args.symmetry, args.poll_s, args.train_args)

@@ -8,6 +8,7 @@ import importlib
 import io
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -44,12 +45,26 @@ def run_cli(
     cwd: Path | None = None,
     timeout: float = 300,
     env: dict | None = None,
+    file_size_limit: int | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run `train`, `play` or `mjrl` from this environment's bin directory."""
+    """Run `train`, `play` or `mjrl` from this environment's bin directory; with
+    `file_size_limit`, no file it writes may grow beyond that many bytes (RLIMIT_FSIZE: a write
+    past it fails with EFBIG, as on a full disk, for root too)."""
     command, *rest = args
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "offline", **(env or {})}
+
+    def limit_file_size() -> None:
+        if file_size_limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
     return subprocess.run(
-        [str(BIN / command), *rest], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
+        [str(BIN / command), *rest],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        preexec_fn=limit_file_size if file_size_limit is not None else None,
     )
 
 

@@ -229,7 +229,12 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     old = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
     assert checkpoint.keys() == old.keys() and checkpoint["wandb_id"] == old["wandb_id"]
     # Launch options stay flat keys; the old `agent` section is spread over the three sections.
-    assert set(checkpoint["config"]) == set(old["config"]) - {"agent"} | {"runner", "algorithm", "policy"}
+    assert set(checkpoint["config"]) == set(old["config"]) - {"agent"} | {
+        "runner",
+        "algorithm",
+        "policy",
+        "distillation",
+    }
     sections = [set(checkpoint["config"][name]) for name in ("runner", "algorithm", "policy")]
     every_key = [key for keys in sections for key in keys]
     assert len(every_key) == len(set(every_key)) and set(old["config"]["agent"]) <= set(every_key)

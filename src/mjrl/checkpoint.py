@@ -4,6 +4,7 @@ against the task and the networks they are loaded into."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from mjrl.errors import UsageError
+from mjrl.errors import UsageError, cannot_write
 
 _NAME = re.compile(r"^model_(\d+)\.pt$")
 
@@ -23,9 +24,25 @@ def checkpoint_path(run_dir: Path, iteration: int) -> Path:
     return run_dir / "checkpoints" / f"model_{iteration:06d}.pt"
 
 
+RESUME_HINT = "continue with --resume True"
+
+
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write to a temporary file in the same directory, fsync, then rename over `path`: a crash
-    at any moment leaves either the old file or the complete new one."""
+    at any moment leaves either the old file or the complete new one. A write the filesystem
+    refuses (full, read-only, over a limit) removes the temporary file and raises an
+    `OutputError` naming `path`; the previous checkpoints are untouched."""
+    try:
+        _write_checkpoint(path, state)
+    except OSError as exc:
+        raise cannot_write(path, exc, RESUME_HINT) from exc
+
+
+def _write_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    # Serialised in memory first: torch.save writing to a file turns a refused write (EFBIG,
+    # ENOSPC) into a RuntimeError about zip positions, with neither the path nor the cause.
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -33,7 +50,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
         # would get, so that others on a shared cluster can read it where the umask allows.
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            f.write(buffer.getbuffer())
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

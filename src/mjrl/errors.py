@@ -8,3 +8,14 @@ class UsageError(Exception):
 class SharedUsageError(UsageError):
     """Bad input that every rank of a job learned through a collective (rank 0 found it and
     broadcast it): each rank exits 2 by itself, so none needs to tell the others."""
+
+
+class OutputError(UsageError):
+    """A file mjrl writes was refused (disk full, over quota, read-only, over a file-size limit,
+    no permission): one line naming the path and the cause, exit code 2, and nothing
+    half-written left behind. Like bad input, the user fixes it and runs again."""
+
+
+def cannot_write(path: object, exc: OSError, then: str = "run it again") -> OutputError:
+    cause = exc.strerror or type(exc).__name__
+    return OutputError(f"cannot write {path}: {cause}; free space or fix the permissions, then {then}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -9,6 +10,10 @@ import socket
 import sys
 from pathlib import Path
 from typing import Any
+
+from mjrl.checkpoint import RESUME_HINT
+from mjrl.errors import cannot_write
+from mjrl.files import atomic_target
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -39,23 +44,35 @@ class MetricsFile:
     def __init__(self, path: Path, start_iteration: int):
         self.path = path
         kept = [m for m in read_metrics(path) if m["iteration"] < start_iteration]
-        tmp = path.with_suffix(".jsonl.tmp")
-        with tmp.open("w") as f:
+        with atomic_target(path, RESUME_HINT) as tmp, tmp.open("w") as f:
             f.write("".join(json.dumps(m) + "\n" for m in kept))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
         self.file = path.open("a", buffering=1)
 
     def write(self, metrics: dict[str, Any]) -> None:
+        """Append one line, whole or not at all: a write the filesystem refuses is cut back to
+        the previous line and raised as an `OutputError`."""
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
-        self.file.write(json.dumps(clean) + "\n")
+        end = self.file.tell()
+        try:
+            self.file.write(json.dumps(clean) + "\n")
+            self.file.flush()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                self.file.close()  # drops what its buffer still holds
+            with contextlib.suppress(OSError):
+                os.truncate(self.path, end)  # shrinking a file needs no space
+            raise cannot_write(self.path, exc, RESUME_HINT) from exc
 
     def sync(self) -> None:
         """Flush the lines to disk; called before each checkpoint, so that after a power loss
         the file holds at least the iterations of the newest checkpoint."""
-        self.file.flush()
-        os.fsync(self.file.fileno())
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+        except OSError as exc:
+            raise cannot_write(self.path, exc, RESUME_HINT) from exc
 
     def close(self) -> None:
         self.file.close()

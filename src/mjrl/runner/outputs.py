@@ -10,10 +10,11 @@ from typing import Any
 
 import yaml
 
-from mjrl.checkpoint import remove_stale_temporaries
+from mjrl.checkpoint import RESUME_HINT, remove_stale_temporaries
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
+from mjrl.files import write_text
 from mjrl.runner.config import TrainConfig, experiment_config
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.state import TrainingState
@@ -77,7 +78,7 @@ class RunOutputs:
         resume records its own config beside it, as config.resume-<iteration>.yaml."""
         name = "config.yaml" if resumed_at is None else f"config.resume-{resumed_at:06d}.yaml"
         text = yaml.safe_dump(experiment_config(task_name, given), sort_keys=False)
-        (self.run_dir / name).write_text(text)
+        write_text(self.run_dir / name, text, RESUME_HINT)
 
     def print_header(self, task_name: str, cfg: TrainConfig, iteration: int) -> None:
         ctx = self.ctx

@@ -21,6 +21,7 @@ import torch
 
 from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
+from mjrl.files import atomic_target, write_text
 from mjrl.rl.networks import ActorCritic, DeployedActor
 
 Format = Literal["onnx", "torchscript"]
@@ -107,12 +108,11 @@ def export_policy(
     obs_size = model.obs_mean.shape[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph
-    if fmt == "onnx":
-        _write_onnx(model, example, out)
-    elif fmt == "torchscript":
-        _write_torchscript(model, example, out)
-    else:
+    writers = {"onnx": _write_onnx, "torchscript": _write_torchscript}
+    if fmt not in writers:
         raise UsageError(f"unknown export format {fmt!r}; expected onnx or torchscript")
+    with atomic_target(out, suffix=out.suffix) as tmp:
+        writers[fmt](model, example, tmp)
     sidecar = Sidecar(
         format=fmt,
         model_file=out.name,
@@ -141,7 +141,7 @@ def export_policy(
     if sum(t.size for t in sidecar.observation_terms) != obs_size:
         raise ValueError("observation terms do not add up to the actor's input size")
     sidecar_path = out.with_name(out.name + ".json")
-    sidecar_path.write_text(sidecar.to_json())
+    write_text(sidecar_path, sidecar.to_json())
     return out, sidecar_path
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mjrl.errors import UsageError
+from mjrl.files import atomic_target
 
 XAxis = Literal["iteration", "env_steps", "wall_s"]
 X_LABELS = {"iteration": "iteration", "env_steps": "env steps", "wall_s": "wall time (s)"}
@@ -156,10 +156,6 @@ def _save_atomically(figure: Any, out: Path) -> Path:
         raise UsageError(f"--out {out}: unknown image type {out.suffix!r}; use .png, .svg or .pdf")
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: directory {out.parent} does not exist")
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
+    with atomic_target(out) as tmp:
         figure.savefig(tmp, format=fmt)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out

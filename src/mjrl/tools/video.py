@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from mjrl.errors import cannot_write
+from mjrl.files import atomic_target
+
 if TYPE_CHECKING:  # importing MuJoCo here would fix its GL backend in the training process
     from mjrl.sim.scene import Scene
 
@@ -41,10 +44,12 @@ def write_mp4(frames: Iterable[np.ndarray], path: Path, fps: float) -> int:
 
     import av
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.mp4")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(path, exc) from exc
     count = 0
-    with av.open(str(tmp), mode="w") as container:
+    with atomic_target(path, suffix=".mp4") as tmp, av.open(str(tmp), mode="w") as container:
         stream = container.add_stream("libx264", rate=fractions.Fraction(fps).limit_denominator(1000))
         stream.pix_fmt = "yuv420p"
         stream.options = {"crf": "23", "preset": "veryfast"}
@@ -54,7 +59,6 @@ def write_mp4(frames: Iterable[np.ndarray], path: Path, fps: float) -> int:
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
             count += 1
         container.mux(stream.encode())
-    os.replace(tmp, path)
     return count
 
 
