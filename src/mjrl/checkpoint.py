@@ -88,6 +88,8 @@ def remove_stale_temporaries(run_dir: Path) -> None:
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint; a missing or unreadable file is a UsageError naming it."""
+    if path.is_dir():
+        raise UsageError(f"checkpoint {path} is a directory: give a model_*.pt file, or the run with --run-dir")
     if not path.is_file():
         raise UsageError(f"checkpoint {path} does not exist")
     try:

@@ -103,6 +103,10 @@ def read_yaml(path: Path | Any, what: str) -> dict:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise UsageError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path} is a directory; give a YAML file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} {path} is not a text file; give a YAML file") from None
     except (OSError, yaml.YAMLError) as exc:
         raise UsageError(f"{what} {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):

@@ -57,6 +57,9 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     out = Path(cfg.out) if cfg.out else default_output(run_dir, cfg.format)
     if out.is_dir():
         raise UsageError(f"--out {out} is a directory; give the model file's path")
+    suffixes = {"onnx": (".onnx",), "torchscript": (".pt", ".ts")}[cfg.format]
+    if out.suffix not in suffixes:
+        raise UsageError(f"--out {out}: a {cfg.format} model's file name must end in {' or '.join(suffixes)}")
     env_cfg = trained_env_config(task, state).for_evaluation(1)
     env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
     source = {

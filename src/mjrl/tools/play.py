@@ -55,8 +55,9 @@ class PlayConfig(Generic[EnvT]):
         "episodes": ">= 1",
         "num_envs": ">= 0",
         "seed": ">= 0",
-        "video_seconds": "> 0",
-        "video_fps": ">= 0",
+        # The whole clip's states are recorded before it is drawn: an hour is 180,000 steps at 50 Hz.
+        "video_seconds": "(0, 3600]",
+        "video_fps": "[0, 240]",
     }
     """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 

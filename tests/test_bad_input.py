@@ -1,0 +1,100 @@
+"""Bad input on the newer surfaces (play and its videos, export, plot, config files, resume
+directories, robot configs and MJCF files), found adversarially: each answer is one line saying
+what is wrong, exit code 2, no traceback, and nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import TINY_RUN, last_json, run_main
+
+BALANCE, SWINGUP, GO1 = "Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    """Runs of two tasks and a set of broken files."""
+    root = tmp_path_factory.mktemp("bad_input")
+    runs = {}
+    for task in (BALANCE, SWINGUP):
+        result = run_main("train", task, *TINY_RUN, "--runner.max-iterations", "1", "--log-root", str(root / "runs"))
+        assert result.returncode == 0, result.stderr[-2000:]
+        runs[task] = Path(last_json(result.stdout)["run_dir"])
+    (root / "garbage.pt").write_bytes(b"\x80\x02not a checkpoint")
+    (root / "empty.pt").write_bytes(b"")
+    (root / "no_checkpoints" / "checkpoints").mkdir(parents=True)
+    (root / "no_metrics").mkdir()
+    (root / "empty_metrics").mkdir()
+    (root / "empty_metrics" / "metrics.jsonl").write_text("")
+    (root / "broken.yaml").write_text("env: [1, 2\n")
+    (root / "binary.yaml").write_bytes(bytes(range(128, 256)))
+    (root / "not_mjcf.xml").write_text("<html><body>no robot here</body></html>\n")
+    return {"root": root, "balance": runs[BALANCE], "swingup": runs[SWINGUP]}
+
+
+CASES = {
+    # play: checkpoints, runs and counts
+    "play-garbage-checkpoint": (["play", BALANCE, "--checkpoint", "{root}/garbage.pt"], "is unreadable"),
+    "play-empty-checkpoint": (["play", BALANCE, "--checkpoint", "{root}/empty.pt"], "is unreadable"),
+    "play-directory-as-checkpoint": (["play", BALANCE, "--checkpoint", "{balance}"], "is a directory"),
+    "play-run-without-checkpoints": (["play", BALANCE, "--run-dir", "{root}/no_checkpoints"], "has no checkpoints"),
+    "play-file-as-run": (["play", BALANCE, "--run-dir", "{root}/garbage.pt"], "no such run directory"),
+    "play-other-tasks-run": (["play", BALANCE, "--run-dir", "{swingup}"], f"belongs to task '{SWINGUP}'"),
+    "play-both-sources": (["play", BALANCE, "--run-dir", "{balance}", "--checkpoint", "{root}/garbage.pt"],
+                          "exactly one of"),
+    "play-no-episodes": (["play", BALANCE, "--run-dir", "{balance}", "--episodes", "0"], "--episodes"),
+    "play-no-envs": (["play", BALANCE, "--run-dir", "{balance}", "--env.num-envs", "0"], "--env.num-envs"),
+    # play --video: paths, formats and lengths
+    "video-format": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.avi"], "must end in .mp4"),
+    "video-endless": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4",
+                       "--video-seconds", "1e9"], "--video-seconds"),
+    "video-fps": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4", "--video-fps", "1e6"],
+                  "--video-fps"),
+    "video-of-zero-actions": (["play", BALANCE, "--zero-actions", "True", "--video", "{out}/clip.mp4"],
+                              "drop --zero-actions"),
+    # mjrl export
+    "export-format": (["mjrl", "export", BALANCE, "--run-dir", "{balance}", "--format", "tflite"], "--format"),
+    "export-suffix": (["mjrl", "export", BALANCE, "--run-dir", "{balance}", "--out", "{out}/policy.txt"],
+                      "must end in .onnx"),
+    "export-format-and-suffix": (["mjrl", "export", BALANCE, "--run-dir", "{balance}", "--format", "torchscript",
+                                  "--out", "{out}/policy.onnx"], "must end in .pt or .ts"),
+    "export-garbage": (["mjrl", "export", BALANCE, "--checkpoint", "{root}/garbage.pt"], "is unreadable"),
+    "export-other-task": (["mjrl", "export", BALANCE, "--run-dir", "{swingup}"], "belongs to task"),
+    # mjrl plot
+    "plot-no-run": (["mjrl", "plot", "{root}/nowhere", "--out", "{out}/c.png"], "no such run directory"),
+    "plot-no-metrics": (["mjrl", "plot", "{root}/no_metrics", "--out", "{out}/c.png"], "has no metrics.jsonl"),
+    "plot-empty-metrics": (["mjrl", "plot", "{root}/empty_metrics", "--out", "{out}/c.png"], "no iterations yet"),
+    "plot-image-type": (["mjrl", "plot", "{balance}", "--out", "{out}/c.bmpx"], "unknown image type"),
+    # train: config files and resume directories
+    "config-broken-yaml": (["train", BALANCE, "--config", "{root}/broken.yaml"], "is not valid YAML"),
+    "config-missing": (["train", BALANCE, "--config", "{root}/none.yaml"], "does not exist"),
+    "config-binary": (["train", BALANCE, "--config", "{root}/binary.yaml"], "is not a text file"),
+    "config-directory": (["train", BALANCE, "--config", "{root}"], "is a directory"),
+    "config-of-other-task": (["train", BALANCE, "--config", "{swingup}/config.yaml"], f"is a config of {SWINGUP}"),
+    "resume-without-checkpoints": (["train", BALANCE, "--resume-dir", "{root}/no_checkpoints"], "has no checkpoints"),
+    "resume-other-task": (["train", BALANCE, "--resume-dir", "{swingup}"], f"belongs to task '{SWINGUP}'"),
+    "resume-file": (["train", BALANCE, "--resume-dir", "{root}/garbage.pt"], "no such run directory"),
+    # robot configs and MJCF files
+    "mjcf-missing": (["train", GO1, "--env.robot.mjcf", "{root}/none.xml"], "no MJCF file"),
+    "mjcf-directory": (["train", GO1, "--env.robot.mjcf", "{root}"], "no MJCF file"),
+    "mjcf-not-mjcf": (["train", GO1, "--env.robot.mjcf", "{root}/not_mjcf.xml"], "cannot load the MJCF"),
+    "robot-base-body": (["train", GO1, "--env.robot.base-body", "nope"], "base_body names no body 'nope'"),
+    "robot-joint": (["train", GO1, "--env.robot.joints", "FR_hip_joint", "knee"], "names no joint 'knee'"),
+    "robot-keyframe": (["train", GO1, "--env.robot.home-keyframe", "sit"], "names no keyframe 'sit'"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path):
+    argv, needle = CASES[case]
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    out.mkdir()
+    args = [a.format(out=out, **files) for a in argv]
+    if args[0] == "train":
+        args += ["--device", "cpu", "--logger", "none", "--log-root", str(logs)]
+    result = run_main(*args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "error:" in lines[0] and needle in lines[0], result.stderr[-2000:]
+    assert list(out.iterdir()) == [] and not logs.exists()
