@@ -1,0 +1,201 @@
+"""A chaos soak: a 2-rank CPU training under repeated faults, for a set time.
+
+    python scripts/bench_chaos.py --minutes 20 --log-root /tmp/chaos       # the benchmark
+    python scripts/bench_chaos.py --sequence kill stop preempt --gap-s 2 4 --log-root /tmp/chaos  # short
+
+`train Mjrl-Cartpole-Balance --nproc-per-node 2 --max-restarts 1000` runs on the CPU (gloo) while
+this script, at random intervals, SIGKILLs a random rank or SIGSTOPs one for longer than the
+hang watchdog allows (the elastic agent then restarts the ranks from the newest checkpoint).
+Every `--preempt-every` faults it stops the whole job with SIGTERM, as a preemption does, and
+starts it again with `--resume True`. Before each fault it waits until the job trains again.
+
+At the end it stops the job and checks: metrics.jsonl has every iteration exactly once, the last
+checkpoint plays, and it prints per fault the seconds from the fault to the next iteration and
+the iterations redone, with the run directory's disk use against a fault-free run of as many
+iterations. The last line is a JSON summary; the exit code is 1 if a check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+TASK = "Mjrl-Cartpole-Balance"
+SMALL = ["--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
+         "--algorithm.num-mini-batches", "2"]  # fmt: skip
+HANG_TIMEOUT_S = 10
+
+
+def iterations(run_dir: Path) -> list[int]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError, KeyError):  # a line being written
+            rows.append(json.loads(line)["iteration"])
+    return rows
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise TimeoutError(f"gave up waiting for {what}")
+
+
+def rank_pid(run_dir: Path, rank: int) -> int:
+    """The newest process of `rank` (its log gains a line per attempt and per resume)."""
+    text = (run_dir / "ranks" / f"rank_{rank}.log").read_text()
+    return int(re.findall(rf"^rank {rank} pid (\d+) ", text, re.M)[-1])
+
+
+class Soak:
+    def __init__(self, log_root: Path, save_interval: int):
+        self.log_root = log_root
+        self.command = [str(BIN / "train"), TASK, *SMALL, "--nproc-per-node", "2", "--max-restarts", "1000",
+                        "--hang-timeout-s", str(HANG_TIMEOUT_S), "--runner.max-iterations", "1000000",
+                        "--runner.save-interval", str(save_interval), "--log-root", str(log_root)]  # fmt: skip
+        self.job: subprocess.Popen | None = None
+        self.run_dir: Path | None = None
+        self.records: list[dict] = []
+
+    def start(self, resume: bool) -> None:
+        log = (self.log_root / "soak.log").open("a")
+        self.job = subprocess.Popen([*self.command, *(["--resume", "True"] if resume else [])], stdout=log, stderr=log)
+        if self.run_dir is None:
+            self.run_dir = wait_for(lambda: next((self.log_root / TASK).glob("20*"), None), 300, "the run directory")
+
+    def fault(self, kind: str, rng: random.Random) -> None:
+        """Inject one fault and wait until the job trains again; records what it cost."""
+        run_dir = self.run_dir
+        started = len(starts(run_dir))
+        t0 = time.monotonic()
+        if kind == "preempt":
+            self.job.send_signal(signal.SIGTERM)
+            self.job.wait(timeout=120)
+            self.start(resume=True)
+        else:
+            rank = rng.randrange(2)
+            pid = rank_pid(run_dir, rank)
+            os.kill(pid, signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
+            if kind == "stop":  # the watchdog must notice; the agent then replaces the process
+                wait_for(lambda: rank_pid(run_dir, rank) != pid, 120, "a new process for the stopped rank")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)  # the agent's SIGTERM may still be pending in it
+        completed, restart_at = recovery(run_dir, started, 300)
+        record = {"fault": kind, "recovery_s": round(time.monotonic() - t0, 1), "redone": completed - restart_at}
+        self.records.append(record)
+        print(json.dumps(record), flush=True)
+
+    def stop(self) -> None:
+        self.job.send_signal(signal.SIGTERM)
+        self.job.wait(timeout=120)
+
+
+HEADER = rf"^mjrl {TASK} \|.*?(?:resuming at iteration (\d+))?$"
+
+
+def starts(run_dir: Path) -> list[re.Match]:
+    """Every start of the job's rank 0, by the header it prints (with the iteration it resumed at)."""
+    return list(re.finditer(HEADER, (run_dir / "ranks" / "rank_0.log").read_text(), re.M))
+
+
+def recovery(run_dir: Path, starts_before: int, timeout: float) -> tuple[int, int]:
+    """(iterations completed before the job went down, the iteration it went on from), once it
+    has trained again: a restart cuts metrics.jsonl back to its checkpoint, prints its header,
+    then trains. Rank 0's console lines ("it N/...") count the iterations it completed."""
+    begun = wait_for(lambda: starts(run_dir)[starts_before:], timeout, "the job to start again")[0]
+    restart_at = int(begun.group(1) or 0)
+    wait_for(lambda: len(iterations(run_dir)) > restart_at, timeout, "the job to train again")
+    completed = re.findall(r"^it\s+(\d+)/", begun.string[: begun.start()], re.M)
+    return int(completed[-1]) if completed else 0, restart_at
+
+
+def disk_use(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def check(run_dir: Path, log_root: Path, save_interval: int) -> dict:
+    logged = iterations(run_dir)
+    continuous = logged == list(range(len(logged)))
+    play = subprocess.run([str(BIN / "play"), TASK, "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "2"],
+                          capture_output=True, text=True)  # fmt: skip
+    # A fault-free run of as many iterations, for the disk use.
+    calm_root = log_root / "fault-free"
+    calm = subprocess.run([str(BIN / "train"), TASK, *SMALL, "--nproc-per-node", "2", "--runner.max-iterations",
+                           str(len(logged)), "--runner.save-interval", str(save_interval), "--log-root",
+                           str(calm_root)], capture_output=True, text=True)  # fmt: skip
+    calm_dir = next((calm_root / TASK).glob("20*"))
+    return {
+        "iterations": len(logged),
+        "continuous": continuous,
+        "duplicates": len(logged) - len(set(logged)),
+        "plays": play.returncode == 0,
+        "disk_bytes": disk_use(run_dir),
+        "fault_free_disk_bytes": disk_use(calm_dir) if calm.returncode == 0 else None,
+        "checkpoints": len(list((run_dir / "checkpoints").glob("model_*.pt"))),
+        "fault_free_checkpoints": len(list((calm_dir / "checkpoints").glob("model_*.pt"))),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log-root", type=Path, required=True)
+    parser.add_argument("--minutes", type=float, default=20.0, help="how long to inject faults")
+    parser.add_argument("--faults", type=int, default=0, help="stop after this many faults instead (0: no limit)")
+    parser.add_argument("--gap-s", type=float, nargs=2, default=(20.0, 60.0), help="seconds between faults")
+    parser.add_argument("--preempt-every", type=int, default=4, help="every Nth fault stops and resumes the job")
+    parser.add_argument("--save-interval", type=int, default=50, help="iterations between checkpoints")
+    parser.add_argument("--sequence", nargs="+", choices=["kill", "stop", "preempt"], help="these faults, in order")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    args.log_root.mkdir(parents=True, exist_ok=True)
+    soak = Soak(args.log_root, args.save_interval)
+    soak.start(resume=False)
+    wait_for(lambda: len(iterations(soak.run_dir)) > args.save_interval, 600, "the first checkpoint")
+    deadline = time.monotonic() + args.minutes * 60
+    while time.monotonic() < deadline and (not args.faults or len(soak.records) < args.faults):
+        time.sleep(rng.uniform(*args.gap_s))
+        number = len(soak.records) + 1
+        kind = "preempt" if number % args.preempt_every == 0 else rng.choice(["kill", "stop"])
+        if args.sequence:
+            if number > len(args.sequence):
+                break
+            kind = args.sequence[number - 1]
+        soak.fault(kind, rng)
+    soak.stop()
+    summary = check(soak.run_dir, args.log_root, args.save_interval)
+    for kind in ("kill", "stop", "preempt"):
+        done = [r for r in soak.records if r["fault"] == kind]
+        if done:
+            summary[kind] = {
+                "faults": len(done),
+                "median_recovery_s": statistics.median(r["recovery_s"] for r in done),
+                "max_recovery_s": max(r["recovery_s"] for r in done),
+                "median_redone": statistics.median(r["redone"] for r in done),
+            }
+    summary["faults"] = len(soak.records)
+    summary["run_dir"] = str(soak.run_dir)
+    print(json.dumps(summary), flush=True)
+    ok = summary["continuous"] and not summary["duplicates"] and summary["plays"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The chaos soak's short version: a 2-rank job killed, hung and preempted, each for real, then
+checked (`scripts/bench_chaos.py`, whose 20-minute run is a benchmark)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_chaos.py"
+
+
+def test_a_job_killed_hung_and_preempted_loses_no_iteration_and_still_plays(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--log-root", str(tmp_path), "--sequence", "kill", "stop", "preempt",
+         "--gap-s", "1", "2", "--save-interval", "10"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    faults, summary = lines[:-1], lines[-1]
+    assert [f["fault"] for f in faults] == ["kill", "stop", "preempt"]
+    # Each restart goes on from the newest checkpoint: at most an interval is redone; a
+    # preemption writes one as it stops and redoes nothing.
+    assert all(0 <= f["redone"] <= 10 for f in faults) and faults[2]["redone"] == 0
+    assert summary["continuous"] and summary["duplicates"] == 0 and summary["plays"]
+    # A preemption adds its own checkpoint; nothing else grows beyond a fault-free run's.
+    assert summary["checkpoints"] <= summary["fault_free_checkpoints"] + 1
+    assert summary["disk_bytes"] < 1.5 * summary["fault_free_disk_bytes"]
