@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -36,3 +37,20 @@ def test_wheel_ships_tasks_models_and_presets(tmp_path):
     for preset in (ROOT / "configs").glob("*.yaml"):
         assert f"mjrl/presets/{preset.name}" in names
     assert {"mjrl/cli/train.py", "mjrl/rl/ppo.py", "mjrl/sim/simulation.py"} <= names
+
+
+def test_a_training_run_imports_no_export_plot_or_video_package(tmp_path):
+    """onnx, matplotlib and av cost start-up time and memory: only the commands that use them
+    import them (export, plots, videos), never a plain training run."""
+    code = (
+        "import sys, json\n"
+        "from mjrl.cli.train import main\n"
+        f"code = main(['Mjrl-Cartpole-Balance', '--device', 'cpu', '--logger', 'none', '--env.num-envs', '16',"
+        f" '--runner.max-iterations', '1', '--log-root', {str(tmp_path)!r}])\n"
+        "heavy = sorted(m for m in ('onnx', 'matplotlib', 'av') if m in sys.modules)\n"
+        "print(json.dumps({'code': code, 'heavy': heavy}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report == {"code": 0, "heavy": []}
