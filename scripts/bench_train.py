@@ -25,7 +25,7 @@ import time
 import torch
 
 
-def physics_rates(task, num_envs: int, steps: int) -> tuple[float, float]:
+def physics_rates(task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
     """World-steps/s of (a loop of bare `mujoco_warp.step` calls, mjrl's replayed substep loop)."""
     import mujoco_warp as mjw
     import warp as wp
@@ -33,23 +33,28 @@ def physics_rates(task, num_envs: int, steps: int) -> tuple[float, float]:
     from mjrl.sim import Simulation  # first: it quiets Warp before mujoco_warp starts it
 
     spec = task.build(task.env_cfg)
-    sim = Simulation(spec.scene.build()[0], num_envs, "cpu", task.env_cfg.sim)
+    sim = Simulation(spec.scene.build()[0], num_envs, device, task.env_cfg.sim)
     with wp.ScopedDevice(sim.wp_device):
         for _ in range(20):
             mjw.step(sim.model, sim.data)
+        wp.synchronize_device(sim.wp_device)  # a GPU runs behind the host
         start = time.perf_counter()
         for _ in range(steps):
             mjw.step(sim.model, sim.data)
+        wp.synchronize_device(sim.wp_device)
         bare = steps * num_envs / (time.perf_counter() - start)
-    env_steps = max(1, steps // sim.cfg.decimation)
-    start = time.perf_counter()
-    for _ in range(env_steps):
-        sim.step()
+        env_steps = max(1, steps // sim.cfg.decimation)
+        sim.step()  # the first step captures the substep loop
+        wp.synchronize_device(sim.wp_device)
+        start = time.perf_counter()
+        for _ in range(env_steps):
+            sim.step()
+        wp.synchronize_device(sim.wp_device)
     replayed = env_steps * sim.cfg.decimation * num_envs / (time.perf_counter() - start)
     return bare, replayed
 
 
-def training_rate(task, num_envs: int, iterations: int, log_root: str) -> tuple[float, float, float]:
+def training_rate(task, num_envs: int, iterations: int, log_root: str, device: str) -> tuple[float, float, float]:
     """(env steps/s of the whole loop, median collection s, median learning s per iteration)."""
     from mjrl.distributed.context import single_process
     from mjrl.runner.config import TrainConfig
@@ -60,11 +65,11 @@ def training_rate(task, num_envs: int, iterations: int, log_root: str) -> tuple[
         defaults,
         env=dataclasses.replace(task.env_cfg, num_envs=num_envs),
         runner=dataclasses.replace(defaults.runner, max_iterations=iterations + 1, save_interval=10**6),
-        device="cpu",
+        device=device,
         logger="none",
         log_root=log_root,
     )
-    train(task, cfg, single_process("cpu"))
+    train(task, cfg, single_process(device))
     run = next(p for p in __import__("pathlib").Path(log_root, task.name).iterdir())
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][1:]  # skip warm-up
     steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
@@ -82,20 +87,22 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--physics-steps", type=int, default=500)
     parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:0)")
     args = parser.parse_args()
     torch.set_num_threads(args.torch_threads)
     task = load_task(args.task)
-    physics, replayed = physics_rates(task, args.num_envs, args.physics_steps)
+    physics, replayed = physics_rates(task, args.num_envs, args.physics_steps, args.device)
     ceiling = physics / task.env_cfg.sim.decimation
     replayed_ceiling = replayed / task.env_cfg.sim.decimation
     with tempfile.TemporaryDirectory() as log_root:
-        trained, collection_s, learning_s = training_rate(task, args.num_envs, args.iterations, log_root)
+        trained, collection_s, learning_s = training_rate(task, args.num_envs, args.iterations, log_root, args.device)
     rollout_steps = args.num_envs * task.agent_cfg.runner.num_steps_per_env
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
             {
                 "task": args.task,
+                "device": args.device,
                 "num_envs": args.num_envs,
                 "bare_physics_steps_per_s": round(physics),
                 "replayed_physics_steps_per_s": round(replayed),

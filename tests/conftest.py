@@ -25,10 +25,14 @@ BIN = Path(sys.executable).parent
 # steps count in `env_steps` (a resume skips it).
 WARM_UP = 1
 
-# "--device cpu" comes first: a test that needs another device drops it with TINY_RUN[2:].
+DEVICE = os.environ.get("MJRL_TEST_DEVICE", "cpu")
+"""Where the CLI runs of the tests train: the CPU, or with MJRL_TEST_DEVICE=cuda a GPU (the
+switch `scripts/gpu_checks.sh` uses; every test passes on the CPU)."""
+
+# "--device ..." comes first: a test that needs another device drops it with TINY_RUN[2:].
 TINY_RUN = (
     "--device",
-    "cpu",
+    DEVICE,
     "--logger",
     "none",
     "--env.num-envs",
