@@ -175,13 +175,14 @@ def main() -> None:
                     alg.process_env_step(obs, rewards, dones, extras)
                 alg.compute_returns(obs)
             collected = time.perf_counter()
-            alg.update()
+            losses = alg.update()
             done = time.perf_counter()
             env_steps += cfg["num_steps_per_env"] * env.num_envs
             wall_s += done - start
             line = {"iteration": iteration, "env_steps": env_steps, "wall_s": round(wall_s, 3)}
             line |= {"collection_s": collected - start, "learning_s": done - collected}
             line |= iteration_metrics(env, alg, trace)
+            line |= {"value_loss": losses["value"], "surrogate_loss": losses["surrogate"], "entropy": losses["entropy"]}
             out.write(json.dumps(line) + "\n")
             out.flush()
             print(
