@@ -70,6 +70,10 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
     assert state["iteration"] == 4
     for name, value in original["policy"].items():
         assert torch.equal(state["teacher"][name], value), name
+    # A student's run goes on only as a distillation, and a teacher's only with PPO.
+    as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "5")
+    assert as_ppo.returncode == 2 and "is a distillation's: continue it with --distillation.teacher" in as_ppo.stderr
+    assert "Traceback" not in as_ppo.stderr
 
 
 def test_two_ranks_distil_in_lockstep(teacher, log_root):
@@ -90,6 +94,10 @@ def test_teachers_a_student_cannot_learn_from_are_refused_and_nothing_is_written
         (STUDENT_TASK, str(tmp_path / "missing"), "no checkpoint file or run directory with checkpoints"),
         (TEACHER_TASK, str(teacher), "needs a task with a 'teacher' observation group"),
     ]
+    with_symmetry = ["--algorithm.symmetry.augment", "True"]
+    result = run_main("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher), *with_symmetry,
+                      "--log-root", str(log_root))  # fmt: skip
+    assert result.returncode == 2 and "--algorithm.symmetry is PPO's" in result.stderr and not log_root.exists()
     for task, source, message in cases:
         result = run_main("train", task, *TINY_RUN, "--distillation.teacher", source, "--log-root", str(log_root))
         assert result.returncode == 2, (task, source, result.stderr[-2000:])

@@ -86,10 +86,10 @@ def test_std_offset_bounds_the_scaling_of_features_without_spread_and_is_exporte
         assert torch.allclose(DeployedActor(policy)(x), policy.act_deterministic(x), atol=1e-6)
 
 
-def test_a_std_floor_keeps_a_noise_only_feature_small_and_is_exported_but_not_saved():
+def test_a_std_floor_keeps_a_noise_only_feature_small_is_exported_and_saved():
     """A column with a floor is divided by max(std, floor): noise of std 0.05 under a floor of
     0.2 stays at a quarter of unit variance; a column that spreads more than its floor is scaled
-    by its own std. The floor is the task's, so checkpoints keep their keys."""
+    by its own std."""
     rng = np.random.default_rng(3)
     data = rng.normal(loc=[0.3, 0.3, 1.0], scale=[0.05, 0.5, 0.05], size=(2000, 3))
     floor = torch.tensor([0.2, 0.2, 0.0])
@@ -100,9 +100,15 @@ def test_a_std_floor_keeps_a_noise_only_feature_small_and_is_exported_but_not_sa
     assert abs(spread[0] - 0.25) < 0.02 and abs(spread[1] - 1.0) < 0.02 and abs(spread[2] - 1.0) < 0.02
     with torch.no_grad():
         assert torch.allclose(DeployedActor(policy)(x), policy.act_deterministic(x), atol=1e-6)
+    # Saved with the statistics: a policy built without it takes the checkpoint's floor...
     plain = ActorCritic(3, 3, 1, (8,), (8,), "elu", 1.0, normalize=True)
-    assert policy.state_dict().keys() == plain.state_dict().keys()
     plain.load_state_dict(policy.state_dict())
+    assert torch.equal(plain.normalize_actor(x), policy.normalize_actor(x))
+    # ...and a checkpoint written before floors were saved keeps the task's.
+    old = {k: v for k, v in plain.state_dict().items() if not k.endswith("std_floor")}
+    again = ActorCritic(3, 3, 1, (8,), (8,), "elu", 1.0, normalize=True, actor_std_floor=floor)
+    again.load_state_dict(old)
+    assert torch.equal(again.actor_normalizer.std_floor, floor.double())
 
 
 def test_summed_moments_of_two_batches_give_the_statistics_of_the_pooled_data():

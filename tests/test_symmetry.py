@@ -14,7 +14,6 @@ from conftest import TINY_RUN, last_json, read_jsonl, run_main
 from mjrl.distributed.context import single_process
 from mjrl.envs import Robot, VecEnv
 from mjrl.envs import terms as mdp
-from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 from mjrl.rl import PpoConfig, SymmetryConfig
 from mjrl.rl.networks import ActorCritic
@@ -106,22 +105,31 @@ def test_a_robot_without_mirror_names_gives_a_task_without_symmetry():
     assert VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0).mirrors is None
 
 
-def test_wrong_mirror_names_and_an_asymmetric_home_pose_are_refused_naming_the_joint():
+def test_wrong_mirror_names_and_an_asymmetric_home_pose_are_named_when_symmetry_is_asked_for(log_root):
     task = load_task("Mjrl-Velocity-Flat-Quadruped")
     go1 = task.env_cfg.robot
     model, _ = task.build(task.env_cfg).scene.build()
 
-    def resolve(**changes) -> Robot:
-        return Robot.resolve(model, dataclasses.replace(go1, **changes), torch.device("cpu"))
+    def mirror_error(**changes) -> str | None:
+        robot = Robot.resolve(model, dataclasses.replace(go1, **changes), torch.device("cpu"))
+        assert (robot.joint_mirror is None) == (robot.mirror_error is not None)
+        return robot.mirror_error
 
-    with pytest.raises(UsageError, match="'FL_hip_joint' is 'FX_hip_joint'"):
-        resolve(mirror_names=(("FL", "FX"),))
-    with pytest.raises(UsageError, match="'FR_hip_joint' and 'FR_thigh_joint' do not move about mirrored axes"):
-        resolve(mirror_names=(("hip", "thigh"),))
-    assert resolve().joint_mirror is not None
+    assert "'FL_hip_joint' is 'FX_hip_joint'" in mirror_error(mirror_names=(("FL", "FX"),))
+    assert "'FR_hip_joint' and 'FR_thigh_joint' do not move about mirrored axes" in mirror_error(
+        mirror_names=(("hip", "thigh"),)
+    )
+    assert mirror_error() is None
     model.key_qpos[0, 7] = 0.1  # the FR hip abducted, the FL hip not
-    with pytest.raises(UsageError, match="home pose is not mirror-symmetric at joint 'FR_hip_joint'"):
-        resolve()
+    assert "home pose is not mirror-symmetric at joint 'FR_hip_joint'" in mirror_error()
+    # A run without symmetry does not need the mirror; one with it is told why it cannot.
+    feet = ["--env.robot.foot-geoms", "FR_foot", "FL_foot", "RR_foot"]
+    refused = run_main("train", task.name, *TINY_RUN, *feet, "--algorithm.symmetry.augment", "True",
+                       "--log-root", str(log_root))  # fmt: skip
+    assert refused.returncode == 2 and "'RL_foot', which foot_geoms does not list" in refused.stderr
+    assert not log_root.exists()
+    plain = run_main("train", task.name, *TINY_RUN, *feet, "--runner.max-iterations", "1", "--log-root", str(log_root))
+    assert plain.returncode == 0, plain.stderr[-2000:]
 
 
 def test_a_column_mirror_that_is_no_reflection_is_refused():
@@ -214,7 +222,8 @@ def test_symmetry_on_a_task_that_does_not_declare_it_is_refused(log_root):
     result = run_main("train", "Mjrl-Cartpole-Balance", *TINY_RUN, "--algorithm.symmetry.augment", "True",
                       "--log-root", str(log_root))  # fmt: skip
     assert result.returncode == 2
-    assert "--algorithm.symmetry needs a task that says how it mirrors" in result.stderr
+    assert "--algorithm.symmetry needs a task that mirrors left and right" in result.stderr
+    assert "does not say how actor.cart_position" in result.stderr
     assert "Traceback" not in result.stderr and not log_root.exists()
 
 

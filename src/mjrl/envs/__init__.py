@@ -15,7 +15,7 @@ from mjrl.envs.spec import (
     TaskSpec,
     TerminationTerm,
     check_task_spec,
-    declares_symmetry,
+    symmetry_problem,
 )
 from mjrl.envs.task import Task
 
@@ -33,5 +33,5 @@ __all__ = [
     "TerminationTerm",
     "VecEnv",
     "check_task_spec",
-    "declares_symmetry",
+    "symmetry_problem",
 ]

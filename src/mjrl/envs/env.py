@@ -99,6 +99,8 @@ class VecEnv:
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
         self.obs_std_floors = {group: self._std_floors(terms) for group, terms in task.observations.items()}
         """Per group, each column's `ObsTerm.std_floor` (None when no term has one)."""
+        self.mirror_problem: str | None = None
+        """Why the task's mirrors do not hold, when a term declares one that does not."""
         self.mirrors = self._mirrors()
         """How each observation group and the actions ("actions") mirror left-right; None when
         the task does not declare it for every term."""
@@ -242,12 +244,20 @@ class VecEnv:
         for key, entries in parts.items():
             pieces = []
             for what, mirror_fn, width, history in entries:
-                mirror = mirror_fn(self, width) if mirror_fn is not None else None
+                try:
+                    mirror = mirror_fn(self, width) if mirror_fn is not None else None
+                except ValueError as exc:
+                    self.mirror_problem = str(exc)
+                    return None
                 if mirror is None:  # not declared, or this robot is not symmetric
                     return None
-                if mirror.width != width:
-                    raise ValueError(f"{what}: a mirror of {mirror.width} columns for {width}")
-                mirror.check(what)
+                try:
+                    if mirror.width != width:
+                        raise ValueError(f"{what}: a mirror of {mirror.width} columns for {width}")
+                    mirror.check(what)
+                except ValueError as exc:  # only a run with symmetry needs them: it is told
+                    self.mirror_problem = str(exc)
+                    return None
                 pieces.append(mirror.repeat(history))
             mirrors[key] = ColumnMirror.concat(pieces).to(self.device)
         return mirrors

@@ -78,9 +78,12 @@ class Robot:
     fatal_geoms: torch.Tensor
     undesired_geoms: torch.Tensor
     joint_mirror: ColumnMirror | None = None
-    """How joint vectors in action order mirror (None without `mirror_names`)."""
+    """How joint vectors in action order mirror (None without usable `mirror_names`)."""
     foot_mirror: ColumnMirror | None = None
     """How per-foot vectors mirror."""
+    mirror_error: str | None = None
+    """Why `mirror_names` do not fit this robot, if they do not (told when symmetry is asked
+    for; a run without it does not need them)."""
 
     @classmethod
     def resolve(cls, model: mujoco.MjModel, cfg: RobotConfig, device: torch.device) -> Robot:
@@ -116,8 +119,7 @@ class Robot:
             foot_radius=float(model.geom_size[feet[0], 0]) if feet else 0.0,
             fatal_geoms=geoms(cfg.fatal_contact_geoms, "fatal_contact_geoms"),
             undesired_geoms=geoms(cfg.undesired_contact_geoms, "undesired_contact_geoms"),
-            joint_mirror=_joint_mirror(model, cfg, base, joints, home).to(device) if cfg.mirror_names else None,
-            foot_mirror=_foot_mirror(model, cfg).to(device) if cfg.mirror_names else None,
+            **_mirrors(model, cfg, base, joints, home, device),
         )
 
 
@@ -208,6 +210,18 @@ def _joint_mirror(model: mujoco.MjModel, cfg: RobotConfig, base: int, joints: li
             )
         signs.append(sign)
     return ColumnMirror(torch.tensor(sources), torch.tensor(signs))
+
+
+def _mirrors(
+    model: mujoco.MjModel, cfg: RobotConfig, base: int, joints: list[int], home: int, device: torch.device
+) -> dict:
+    if not cfg.mirror_names:
+        return {}
+    try:
+        joint_mirror, foot_mirror = _joint_mirror(model, cfg, base, joints, home), _foot_mirror(model, cfg)
+    except UsageError as exc:
+        return {"mirror_error": str(exc)}
+    return {"joint_mirror": joint_mirror.to(device), "foot_mirror": foot_mirror.to(device)}
 
 
 def _foot_mirror(model: mujoco.MjModel, cfg: RobotConfig) -> ColumnMirror:

@@ -207,6 +207,11 @@ class HeightScan:
     def mirror(self, env: VecEnv, width: int) -> ColumnMirror:
         """The grid is centred and turns with the heading, so the mirrored robot sees the scan
         with its rows across the heading (y) in reverse order."""
+        offsets = scan_offsets(self.size, self.resolution, torch.device("cpu"))
+        if not torch.allclose(offsets[:, 1].sort().values, (-offsets[:, 1]).sort().values, atol=1e-6):
+            raise ValueError(
+                f"height scan {self.size} at {self.resolution}: its points are not symmetric across the heading"
+            )
         columns = round(self.size[0] / self.resolution) + 1
         grid = torch.arange(width).view(-1, columns)
         return ColumnMirror(grid.flip(0).flatten(), torch.ones(width))

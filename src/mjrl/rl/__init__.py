@@ -3,6 +3,7 @@ nothing of simulators: observations, rewards and done flags arrive as tensors.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,10 +48,12 @@ class AgentSections(Protocol):
     distillation: DistillationConfig
 
 
-def check_agent_config(cfg: AgentSections, task_name: str, observation_groups: set[str], mirrors: bool) -> None:
+def check_agent_config(
+    cfg: AgentSections, task_name: str, observation_groups: set[str], symmetry_problem: Callable[[], str | None]
+) -> None:
     """Refuse, before anything is built or written, what the task cannot train with: symmetry
-    without mirrors (`mirrors`: whether the task declares them), distillation without a
-    "teacher" observation group or a teacher checkpoint."""
+    the task cannot do (`symmetry_problem()` says why, or None), distillation without a
+    "teacher" observation group or a teacher checkpoint, or with symmetry."""
     from mjrl.errors import UsageError
 
     if cfg.distillation.teacher:
@@ -61,14 +64,13 @@ def check_agent_config(cfg: AgentSections, task_name: str, observation_groups: s
                 f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group, which {task_name} "
                 "lacks; distil into a student task (e.g. Mjrl-Velocity-Flat-Quadruped-Student)"
             )
+        if cfg.algorithm.symmetry.enabled:
+            raise UsageError("--algorithm.symmetry is PPO's: drop it, or drop --distillation.teacher")
         teacher = Path(cfg.distillation.teacher)
         if not teacher.is_file() and not any(teacher.glob("checkpoints/model_*.pt")):
             raise UsageError(f"--distillation.teacher {teacher}: no checkpoint file or run directory with checkpoints")
-    elif cfg.algorithm.symmetry.enabled and not mirrors:
-        raise UsageError(
-            f"--algorithm.symmetry needs a task that says how it mirrors left and right; {task_name} does not "
-            "(a term without a mirror, or a robot config without mirror_names)"
-        )
+    elif cfg.algorithm.symmetry.enabled and (problem := symmetry_problem()) is not None:
+        raise UsageError(f"--algorithm.symmetry needs a task that mirrors left and right; {task_name}: {problem}")
 
 
 def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext, seed: int) -> Algorithm:

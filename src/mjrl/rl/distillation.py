@@ -7,9 +7,10 @@ error): learning on its own rollouts, the student sees the states its own mistak
 learns how the teacher recovers from them. Rewards are not used.
 
 The student is an `ActorCritic` like PPO's, so play, evaluation and export read it unchanged;
-its critic is not trained (a student can go on with PPO afterwards). The teacher is loaded from
-its run directory or checkpoint file, and kept in the student's checkpoints, so a resumed run
-needs the teacher's file no more.
+its critic is not trained. The teacher is loaded from its run directory or checkpoint file, and
+its weights are kept in the student's checkpoints: a resumed student learns from the teacher it
+started with, even if the teacher's run has trained on (the teacher's files must still be
+there, for its shapes).
 """
 
 from __future__ import annotations
@@ -187,9 +188,10 @@ class Distillation:
         }
 
     def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
+        if "teacher" not in state:
+            raise UsageError("this checkpoint is not a distillation's: continue it without --distillation.teacher")
         self.policy.load_state_dict(state["policy"])
-        if "teacher" in state:  # a student's own checkpoint: the teacher it was trained with
-            self.teacher.load_state_dict(state["teacher"])
+        self.teacher.load_state_dict(state["teacher"])  # the teacher it was trained with
         if not weights_only:
             self.optimizer.load_state_dict(state["optimizer"])
 

@@ -32,10 +32,10 @@ class RunningNormalizer(nn.Module):
         self.std_offset = std_offset
         """Added to the std before dividing: with 0, a feature with almost no spread (a balanced
         pole's angle, a noise-only input) is scaled up to unit variance; rsl_rl adds 0.01."""
-        self.std_floor: torch.Tensor | None
-        """Per feature, the smallest std it is divided by (None: no floor). It comes from the
-        task, not from data, so it is not saved with the statistics."""
-        self.register_buffer("std_floor", None if std_floor is None else std_floor.double(), persistent=False)
+        # Per feature, the smallest std it is divided by (0: none). The task sets it; it is saved
+        # with the statistics, so a trained policy keeps the floor it was trained with.
+        floor = torch.zeros(dim, dtype=torch.float64) if std_floor is None else std_floor.double()
+        self.register_buffer("std_floor", floor)
         self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
         self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
@@ -54,21 +54,26 @@ class RunningNormalizer(nn.Module):
     def std(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The denominators of the normalisation in `dtype`: sqrt(var + eps) + std_offset, at
         least `std_floor`."""
-        std = torch.sqrt(self.var.to(dtype) + self.eps) + self.std_offset
-        return std if self.std_floor is None else torch.maximum(std, self.std_floor.to(dtype))
+        return torch.maximum(torch.sqrt(self.var.to(dtype) + self.eps) + self.std_offset, self.std_floor.to(dtype))
 
     def _scale(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and 1 / `std` in `dtype`, remade only when the statistics change (an
         update, a broadcast, a load: any in-place write bumps a tensor's version), not at every
         env step: each operation costs host time on a GPU."""
-        key = (self.mean.data_ptr(), self.mean._version, self.var.data_ptr(), self.var._version, dtype)
+        mean, var, floor = self.mean, self.var, self.std_floor
+        key = (*((t.data_ptr(), t._version) for t in (mean, var, floor)), dtype)
         if self._scale_key != key:
-            # rsqrt without an offset: the formula every result before the offset was measured with.
-            plain = not self.std_offset and self.std_floor is None
+            # rsqrt without an offset or a floor: the formula every result before them was measured with.
+            plain = not self.std_offset and not bool(floor.any())
             inv_std = torch.rsqrt(self.var.to(dtype) + self.eps) if plain else 1.0 / self.std(dtype)
             self._scale_cache = (self.mean.to(dtype), inv_std)
             self._scale_key = key
         return self._scale_cache
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object) -> None:
+        # Checkpoints written before the floor was saved keep the floor the task gives now.
+        state_dict.setdefault(prefix + "std_floor", self.std_floor.clone())
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     @torch.no_grad()
     def reset(self) -> None:

@@ -17,6 +17,7 @@ import torch
 
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack, split_like
+from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import Observations, parameter_checksum
 from mjrl.rl.config import PpoConfig
@@ -304,7 +305,6 @@ class PPO:
                 if self.mirrors is not None:
                     symmetry = self._mirror_loss(mb, dist.mean, originals)
                     loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
-                    symmetry_sum += symmetry.detach()
                 with torch.no_grad():
                     # Against the old policy on the original samples: it never saw the images.
                     mean, std = dist.mean[:originals], dist.stddev[:originals]
@@ -331,6 +331,8 @@ class PPO:
                 self.clip_gradients()
                 self.optimizer.step()
                 sums += statistics
+                if self.mirrors is not None:
+                    symmetry_sum += symmetry.detach()
                 learning_rate_sum += self.learning_rate
                 updates += 1
                 if per_step_sync:
@@ -360,15 +362,15 @@ class PPO:
         return {k: torch.cat([v, images.get(k, v)]) for k, v in mb.items()}
 
     def _mirror_loss(self, mb: dict[str, torch.Tensor], means: torch.Tensor, originals: int) -> torch.Tensor:
-        """Mean squared distance between the policy's mean on mirrored observations and the
-        mirror image of its mean on the originals (held fixed: the images learn from the
-        originals, as in rsl_rl)."""
+        """Mean squared error (over samples and actions, as rsl_rl's) between the policy's mean on
+        mirrored observations and the mirror image of its mean on the originals (held fixed: the
+        images learn from the originals, as in rsl_rl)."""
         if means.shape[0] > originals:  # augmented: the images' means are computed
             mirrored_means = means[originals:]
         else:
             mirrored_means = self.policy.actor(mb["mirrored_actor_obs"][:originals])
         target = self.mirrors["actions"](means[:originals]).detach()
-        return ((mirrored_means - target) ** 2).sum(-1).mean()
+        return ((mirrored_means - target) ** 2).mean()
 
     def _attach_gradients(self) -> None:
         """(Re)make every parameter's `.grad` a view into `flat_grad`: backward accumulates into
@@ -450,6 +452,8 @@ class PPO:
         }
 
     def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
+        if "teacher" in state:
+            raise UsageError("this checkpoint is a distillation's: continue it with --distillation.teacher TEACHER")
         self.policy.load_state_dict(state["policy"])
         if not weights_only:
             self.optimizer.load_state_dict(state["optimizer"])

@@ -144,3 +144,8 @@ def validate(cfg: TrainConfig) -> None:
             f"{batch} samples (--env.num-envs {env.num_envs} x --runner.num-steps-per-env "
             f"{runner.num_steps_per_env}); pick a divisor of {batch}"
         )
+    if cfg.distillation.teacher and batch % cfg.distillation.num_mini_batches:
+        raise UsageError(
+            f"--distillation.num-mini-batches {cfg.distillation.num_mini_batches} does not divide the batch of "
+            f"{batch} samples; pick a divisor of {batch}"
+        )

@@ -22,7 +22,7 @@ from mjrl.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.distributed.preemption import Preempted, StopFlag
-from mjrl.envs import Task, VecEnv, check_task_spec, declares_symmetry
+from mjrl.envs import Task, VecEnv, check_task_spec, symmetry_problem
 from mjrl.errors import UsageError
 from mjrl.rl import AgentConfig, Algorithm, check_agent_config, make_algorithm
 from mjrl.runner.config import TrainConfig, validate
@@ -292,7 +292,7 @@ def train(
     validate(cfg)
     spec = task.build(cfg.env)
     check_task_spec(spec)
-    check_agent_config(cfg, task.name, set(spec.observations), declares_symmetry(spec))
+    check_agent_config(cfg, task.name, set(spec.observations), lambda: symmetry_problem(spec))
     run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
 
     seed_everything(cfg.seed + ctx.rank)
