@@ -75,8 +75,8 @@ class Soak:
         self.records: list[dict] = []
 
     def start(self, resume: bool) -> None:
-        log = (self.log_root / "soak.log").open("a")
-        self.job = subprocess.Popen([*self.command, *(["--resume", "True"] if resume else [])], stdout=log, stderr=log)
+        with (self.log_root / "soak.log").open("a") as log:  # the child keeps its own handle
+            self.job = subprocess.Popen([*self.command, *(["--resume", "True"] if resume else [])], stdout=log, stderr=log)
         if self.run_dir is None:
             self.run_dir = wait_for(lambda: next((self.log_root / TASK).glob("20*"), None), 300, "the run directory")
 
@@ -165,6 +165,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    if (args.log_root / TASK).exists():
+        raise SystemExit(f"{args.log_root} holds runs already: give an empty --log-root")
     args.log_root.mkdir(parents=True, exist_ok=True)
     soak = Soak(args.log_root, args.save_interval)
     soak.start(resume=False)

@@ -49,7 +49,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> Path:
 def final_return(metrics: Path, last: int = 10) -> float:
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     returns = [row["mean_episode_return"] for row in rows[-last:] if row.get("mean_episode_return") is not None]
-    return sum(returns) / len(returns)
+    return sum(returns) / len(returns) if returns else float("nan")
 
 
 def main() -> None:

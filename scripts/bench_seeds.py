@@ -53,6 +53,7 @@ def train_until_targets(task: str, log_root: Path, seed: int, symmetry: bool, po
     command += ["--seed", str(seed), "--log-root", str(log_root), *(SYMMETRY if symmetry else []), *extra]
     command += ["--resume-dir", str(run_dir)] if run_dir else ["--run-name", name]
     process = subprocess.Popen(command)
+    stopped = False
     while process.poll() is None:
         time.sleep(poll_s)
         run_dir = run_dir or find_run(log_root, task, name)
@@ -60,6 +61,9 @@ def train_until_targets(task: str, log_root: Path, seed: int, symmetry: bool, po
         if metrics and metrics.exists() and first_eval_meeting_targets(metrics_lines(run_dir)):
             process.send_signal(signal.SIGTERM)  # writes a checkpoint and exits
             process.wait()
+            stopped = True
+    if process.returncode != 0 and not stopped:
+        raise SystemExit(f"{name}: train exited with code {process.returncode}; see its output above")
     assert run_dir is not None, f"{name}: train exited with {process.returncode} before making its run directory"
     return run_dir
 
