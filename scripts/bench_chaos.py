@@ -76,7 +76,8 @@ class Soak:
 
     def start(self, resume: bool) -> None:
         with (self.log_root / "soak.log").open("a") as log:  # the child keeps its own handle
-            self.job = subprocess.Popen([*self.command, *(["--resume", "True"] if resume else [])], stdout=log, stderr=log)
+            command = [*self.command, *(["--resume", "True"] if resume else [])]
+            self.job = subprocess.Popen(command, stdout=log, stderr=log)
         if self.run_dir is None:
             self.run_dir = wait_for(lambda: next((self.log_root / TASK).glob("20*"), None), 300, "the run directory")
 
