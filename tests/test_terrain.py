@@ -128,6 +128,9 @@ def test_the_curriculum_promotes_demotes_and_sends_envs_past_the_top_row_to_a_ra
     assert gauges["terrain/promoted_off_top"] == pytest.approx(1 / 5)
     assert gauges["terrain/promoted_off_top/" + grid.column_types[3]] == 1.0
     assert gauges["terrain/mean_level"] == pytest.approx(sum(level) / 6)
+    assert gauges["terrain/mean_distance"] == pytest.approx(7.5 / 5)
+    assert gauges["terrain/mean_commanded_distance"] == pytest.approx(42 / 5)
+    assert (gauges["terrain/promoted"], gauges["terrain/demoted"]) == (pytest.approx(2 / 5), pytest.approx(2 / 5))
     assert math.isnan(state.gauges()["terrain/promoted_off_top"].div(0).sum())  # counters were reset
 
 

@@ -48,6 +48,9 @@ class TerrainState:
         """How far (m) each env's last finished episode ended from its patch's centre."""
         self._ended = torch.zeros(len(self.type_names), dtype=torch.float64, device=device)
         self._off_top = torch.zeros(len(self.type_names), dtype=torch.float64, device=device)
+        # Over the episodes judged since the last gauges: distance walked, distance commanded,
+        # promoted, demoted (sums), to see why the rows move as they do.
+        self._outcomes = torch.zeros(4, dtype=torch.float64, device=device)
 
     @property
     def curriculum(self) -> bool:
@@ -92,11 +95,14 @@ class TerrainState:
         types = self.column_type[self.column]
         self._ended.index_add_(0, types, ended.double())
         self._off_top.index_add_(0, types, (ended & off_top).double())
+        outcomes = torch.stack([distance * ended, commanded * ended, up.to(distance.dtype), down.to(distance.dtype)])
+        self._outcomes += outcomes.sum(dim=1).double()
 
     def gauges(self) -> dict[str, torch.Tensor]:
         """Since the last call, `name -> [sum, count]` (float64): the mean row over envs, per
         type, and the share of the episodes finished since then that were promoted off the top row,
-        overall and per type."""
+        overall and per type; over those episodes, the mean distance walked and commanded (m) and
+        the shares promoted and demoted."""
         level, types = self.level.double(), self.column_type[self.column]
         count = torch.ones_like(level)
         per_type_sum = torch.zeros(len(self.type_names), dtype=torch.float64, device=self.device)
@@ -109,8 +115,13 @@ class TerrainState:
         out["terrain/promoted_off_top"] = torch.stack([self._off_top.sum(), self._ended.sum()])
         for k, name in enumerate(self.type_names):
             out[f"terrain/promoted_off_top/{name}"] = torch.stack([self._off_top[k], self._ended[k]])
+        judged = self._ended.sum()
+        names = ("mean_distance", "mean_commanded_distance", "promoted", "demoted")
+        for name, total in zip(names, self._outcomes.unbind(), strict=True):
+            out[f"terrain/{name}"] = torch.stack([total, judged])
         self._ended.zero_()
         self._off_top.zero_()
+        self._outcomes.zero_()
         return out
 
 
