@@ -30,8 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
-TASK = "Mjrl-Cartpole-Balance"
+from bench_faults import BIN, TASK, wait_for
+
 SMALL = ["--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
          "--algorithm.num-mini-batches", "2"]  # fmt: skip
 HANG_TIMEOUT_S = 10
@@ -46,16 +46,6 @@ def iterations(run_dir: Path) -> list[int]:
         with contextlib.suppress(json.JSONDecodeError, KeyError):  # a line being written
             rows.append(json.loads(line)["iteration"])
     return rows
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise TimeoutError(f"gave up waiting for {what}")
 
 
 def rank_pid(run_dir: Path, rank: int) -> int:
@@ -79,7 +69,7 @@ class Soak:
             command = [*self.command, *(["--resume", "True"] if resume else [])]
             self.job = subprocess.Popen(command, stdout=log, stderr=log)
         if self.run_dir is None:
-            self.run_dir = wait_for(lambda: next((self.log_root / TASK).glob("20*"), None), 300, "the run directory")
+            self.run_dir = wait_for(lambda: next((self.log_root / TASK).glob("20*"), None), 300)
 
     def fault(self, kind: str, rng: random.Random) -> None:
         """Inject one fault and wait until the job trains again; records what it cost."""
@@ -95,7 +85,7 @@ class Soak:
             pid = rank_pid(run_dir, rank)
             os.kill(pid, signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
             if kind == "stop":  # the watchdog must notice; the agent then replaces the process
-                wait_for(lambda: rank_pid(run_dir, rank) != pid, 120, "a new process for the stopped rank")
+                wait_for(lambda: rank_pid(run_dir, rank) != pid, 120)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)  # the agent's SIGTERM may still be pending in it
         completed, restart_at = recovery(run_dir, started, 300)
@@ -120,9 +110,9 @@ def recovery(run_dir: Path, starts_before: int, timeout: float) -> tuple[int, in
     """(iterations completed before the job went down, the iteration it went on from), once it
     has trained again: a restart cuts metrics.jsonl back to its checkpoint, prints its header,
     then trains. Rank 0's console lines ("it N/...") count the iterations it completed."""
-    begun = wait_for(lambda: starts(run_dir)[starts_before:], timeout, "the job to start again")[0]
+    begun = wait_for(lambda: starts(run_dir)[starts_before:], timeout)[0]
     restart_at = int(begun.group(1) or 0)
-    wait_for(lambda: len(iterations(run_dir)) > restart_at, timeout, "the job to train again")
+    wait_for(lambda: len(iterations(run_dir)) > restart_at, timeout)
     completed = re.findall(r"^it\s+(\d+)/", begun.string[: begun.start()], re.M)
     return int(completed[-1]) if completed else 0, restart_at
 
@@ -172,7 +162,7 @@ def main() -> int:
     args.log_root.mkdir(parents=True, exist_ok=True)
     soak = Soak(args.log_root, args.save_interval)
     soak.start(resume=False)
-    wait_for(lambda: len(iterations(soak.run_dir)) > args.save_interval, 600, "the first checkpoint")
+    wait_for(lambda: len(iterations(soak.run_dir)) > args.save_interval, 600)
     deadline = time.monotonic() + args.minutes * 60
     while time.monotonic() < deadline and (not args.faults or len(soak.records) < args.faults):
         time.sleep(rng.uniform(*args.gap_s))

@@ -3,12 +3,10 @@ against the task and the networks they are loaded into."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import torch
 
 from mjrl.errors import UsageError, cannot_write
+from mjrl.files import atomic_target
 
 _NAME = re.compile(r"^model_(\d+)\.pt$")
 
@@ -31,50 +30,26 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write to a temporary file in the same directory, fsync, then rename over `path`: a crash
     at any moment leaves either the old file or the complete new one. A write the filesystem
     refuses (full, read-only, over a limit) removes the temporary file and raises an
-    `OutputError` naming `path`; the previous checkpoints are untouched."""
-    try:
-        _write_checkpoint(path, state)
-    except OSError as exc:
-        raise cannot_write(path, exc, RESUME_HINT) from exc
-
-
-def _write_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    `OutputError` naming `path`; the previous checkpoints are untouched. The file gets the mode
+    of any new file under the process's umask (readable by others where the umask allows)."""
     # Serialised in memory first: torch.save writing to a file turns a refused write (EFBIG,
     # ENOSPC) into a RuntimeError about zip positions, with neither the path nor the cause.
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        # mkstemp makes the file 0600; a checkpoint gets the mode any new file of this process
-        # would get, so that others on a shared cluster can read it where the umask allows.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_target(path, RESUME_HINT) as tmp, tmp.open("wb") as f:
             f.write(buffer.getbuffer())
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    # The rename is durable only once the directory itself is on disk.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _umask() -> int:
-    # Linux tells it without changing it (other threads may be creating files meanwhile);
-    # elsewhere reading the umask means setting it and putting it straight back.
-    with contextlib.suppress(OSError), open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+        # The rename is durable only once the directory itself is on disk.
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise cannot_write(path, exc, RESUME_HINT) from exc
 
 
 def remove_stale_temporaries(run_dir: Path) -> None:

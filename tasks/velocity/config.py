@@ -244,7 +244,7 @@ AGENT = AgentConfig(
 
 # Distillation: the student learns the mean action of its teacher with a small fixed noise
 # (Distillation trains the actor's mean only, so the std stays where it starts).
-STUDENT_AGENT = dataclasses.replace(AGENT, policy=dataclasses.replace(AGENT.policy, init_noise_std=0.1))
+STUDENT_AGENT = AGENT.replace(init_noise_std=0.1)
 
 
 def as_student(env: VelocityEnvConfig, history: int = 5) -> VelocityEnvConfig:

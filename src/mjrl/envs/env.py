@@ -218,18 +218,18 @@ class VecEnv:
         if self.cfg.obs_noise:
             # One draw for the whole actor vector, scaled per column by its term's noise std.
             if self._actor_noise_std is None:  # first call, at construction (not in a step)
-                terms = self.task.observations["actor"].values()
-                stds = [torch.full((self.cached(t.func).shape[-1] * t.history,), t.noise_std) for t in terms]
-                self._actor_noise_std = torch.cat(stds).to(self.device)
+                self._actor_noise_std = self._per_column(self.task.observations["actor"], lambda t: t.noise_std)
             noise = torch.randn(obs["actor"].shape, device=self.device, generator=self.generator)
             obs["actor"] = obs["actor"] + self._actor_noise_std * noise
         return obs
 
-    def _std_floors(self, terms: dict[str, ObsTerm]) -> torch.Tensor | None:
-        if not any(t.std_floor for t in terms.values()):
-            return None
-        columns = [torch.full((self.cached(t.func).shape[-1] * t.history,), t.std_floor) for t in terms.values()]
+    def _per_column(self, terms: dict[str, ObsTerm], value: Callable[[ObsTerm], float]) -> torch.Tensor:
+        """`value(term)` for every column a group's terms fill (history included)."""
+        columns = [torch.full((self.cached(t.func).shape[-1] * t.history,), value(t)) for t in terms.values()]
         return torch.cat(columns).to(self.device)
+
+    def _std_floors(self, terms: dict[str, ObsTerm]) -> torch.Tensor | None:
+        return self._per_column(terms, lambda t: t.std_floor) if any(t.std_floor for t in terms.values()) else None
 
     def _mirrors(self) -> dict[str, ColumnMirror] | None:
         task = self.task
@@ -244,14 +244,12 @@ class VecEnv:
         for key, entries in parts.items():
             pieces = []
             for what, mirror_fn, width, history in entries:
-                try:
-                    mirror = mirror_fn(self, width) if mirror_fn is not None else None
-                except ValueError as exc:
-                    self.mirror_problem = str(exc)
-                    return None
-                if mirror is None:  # not declared, or this robot is not symmetric
+                if mirror_fn is None:
                     return None
                 try:
+                    mirror = mirror_fn(self, width)
+                    if mirror is None:  # this robot is not symmetric
+                        return None
                     if mirror.width != width:
                         raise ValueError(f"{what}: a mirror of {mirror.width} columns for {width}")
                     mirror.check(what)

@@ -205,16 +205,14 @@ class HeightScan:
         return (position[:, 2:3] - ground).clamp(-self.clip, self.clip)
 
     def mirror(self, env: VecEnv, width: int) -> ColumnMirror:
-        """The grid is centred and turns with the heading, so the mirrored robot sees the scan
-        with its rows across the heading (y) in reverse order."""
+        """The grid turns with the heading, so the mirrored robot reads at point k what this one
+        reads at k's reflection across the heading (y -> -y)."""
         offsets = scan_offsets(self.size, self.resolution, torch.device("cpu"))
-        if not torch.allclose(offsets[:, 1].sort().values, (-offsets[:, 1]).sort().values, atol=1e-6):
-            raise ValueError(
-                f"height scan {self.size} at {self.resolution}: its points are not symmetric across the heading"
-            )
-        columns = round(self.size[0] / self.resolution) + 1
-        grid = torch.arange(width).view(-1, columns)
-        return ColumnMirror(grid.flip(0).flatten(), torch.ones(width))
+        reflected = offsets * torch.tensor([1.0, -1.0])
+        distance, source = torch.linalg.vector_norm(reflected[:, None] - offsets[None], dim=-1).min(dim=1)
+        if distance.max() > 1e-6:
+            raise ValueError(f"height scan {self.size} at {self.resolution}: points not symmetric across the heading")
+        return ColumnMirror(source, torch.ones(width))
 
 
 def scan_offsets(size: tuple[float, float], resolution: float, device: torch.device) -> torch.Tensor:

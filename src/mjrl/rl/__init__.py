@@ -91,6 +91,10 @@ def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistCo
     else:
         from mjrl.rl.ppo import PPO
 
+        if cfg.algorithm.symmetry.enabled and env.mirrors is None:
+            from mjrl.errors import UsageError
+
+            raise UsageError(f"--algorithm.symmetry: the task's mirrors do not hold: {env.mirror_problem}")
         algorithm = PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, env.mirrors)
     algorithm.generator.manual_seed(seed)
     return algorithm

@@ -41,6 +41,8 @@ class EnvInfo(Protocol):
     """Per group, the smallest std each column may be normalised by (None: no floor)."""
     mirrors: Mapping[str, ColumnMirror] | None
     """How "actor", "critic" and "actions" mirror left-right; None if the task does not say."""
+    mirror_problem: str | None
+    """Why `mirrors` is None although every term declares a mirror (one that does not hold)."""
 
 
 class Algorithm(Protocol):

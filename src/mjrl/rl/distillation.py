@@ -82,9 +82,9 @@ class Distillation:
         self.cfg = cfg
         self.ctx = ctx
         dim, actions = student.actor[0].in_features, student.num_actions
-        zeros = dict(device=ctx.device)
         self.storage = DistillationStorage(
-            torch.zeros(num_steps, num_envs, dim, **zeros), torch.zeros(num_steps, num_envs, actions, **zeros)
+            torch.zeros(num_steps, num_envs, dim, device=ctx.device),
+            torch.zeros(num_steps, num_envs, actions, device=ctx.device),
         )
         # Only the actor's mean learns: the exploration noise stays at the policy's init_noise_std.
         self.optimizer = Adam(student.actor.parameters(), lr=cfg.learning_rate)
@@ -127,7 +127,8 @@ class Distillation:
         with torch.no_grad():
             obs = self.policy.normalize_actor(raw)  # with the statistics the actions were drawn with
         labels = storage.teacher_actions.flatten(0, 1)
-        self._merge_observation_statistics(raw)
+        if self.policy.actor_normalizer is not None:  # for the next rollout, pooled over ranks
+            merge_into(self.policy.actor_normalizer, raw, self.ctx)
         size = obs.shape[0]
         loss_sum = torch.zeros((), dtype=torch.float64, device=obs.device)
         updates = 0
@@ -139,16 +140,12 @@ class Distillation:
                 self.optimizer.zero_grad()
                 loss.backward()
                 if self._average_gradients(loss):
-                    self._clip_gradients()
+                    torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                     self.optimizer.step()
                     loss_sum += loss.detach().double()
                     updates += 1
         storage.step = 0
         return {"behavior_loss": loss_sum, "steps": loss_sum.new_tensor(float(updates))}
-
-    def _merge_observation_statistics(self, raw: torch.Tensor) -> None:
-        if self.policy.actor_normalizer is not None:
-            merge_into(self.policy.actor_normalizer, raw, self.ctx)
 
     def _average_gradients(self, loss: torch.Tensor) -> bool:
         """Average the gradients and the loss over ranks in one all-reduce; False (on every rank)
@@ -159,13 +156,8 @@ class Distillation:
         if not torch.isfinite(flat).all():
             return False
         for p, averaged in zip(self.params, split_like(flat[:-1], self.params), strict=True):
-            p.grad = averaged.view_as(p).clone()
+            p.grad = averaged.view_as(p)
         return True
-
-    def _clip_gradients(self) -> None:
-        grads = [p.grad for p in self.params]
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        torch._foreach_mul_(grads, (self.cfg.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
         return {"behavior_loss": totals["behavior_loss"] / max(totals["steps"], 1.0)}

@@ -251,9 +251,10 @@ class PPO:
             raw_actor_obs, raw_critic_obs = buf.actor_obs.flatten(0, 1), buf.critic_obs.flatten(0, 1)
             actor_obs = self.policy.normalize_actor(raw_actor_obs)
             critic_obs = self.policy.normalize_critic(raw_critic_obs)
+            images = {}
             if self.mirrors is not None:
-                mirrored_actor_obs = self.policy.normalize_actor(self.mirrors["actor"](raw_actor_obs))
-                mirrored_critic_obs = self.policy.normalize_critic(self.mirrors["critic"](raw_critic_obs))
+                images["mirrored_actor_obs"] = self.policy.normalize_actor(self.mirrors["actor"](raw_actor_obs))
+                images["mirrored_critic_obs"] = self.policy.normalize_critic(self.mirrors["critic"](raw_critic_obs))
 
         # One all-reduce pools what must agree across ranks: the advantages' moments (they are
         # normalised with the statistics of every rank's rollout) and the rollout's observation
@@ -271,10 +272,8 @@ class PPO:
             "returns": returns.flatten(),
             "mu": buf.action_mean.flatten(0, 1),
             "std": buf.action_std.flatten(0, 1),
+            **images,
         }
-        if self.mirrors is not None:
-            batch["mirrored_actor_obs"] = mirrored_actor_obs
-            batch["mirrored_critic_obs"] = mirrored_critic_obs
         size = batch["actions"].shape[0]
         mb_size = size // cfg.num_mini_batches
 
@@ -355,8 +354,8 @@ class PPO:
         """The minibatch followed by its mirror image: mirrored observations and actions, with
         the advantage, return, value and old log-probability of each original, as rsl_rl does."""
         images = {
-            "actor_obs": mb["mirrored_actor_obs"],
-            "critic_obs": mb["mirrored_critic_obs"],
+            "actor_obs": mb.pop("mirrored_actor_obs"),
+            "critic_obs": mb.pop("mirrored_critic_obs"),
             "actions": self.mirrors["actions"](mb["actions"]),
         }
         return {k: torch.cat([v, images.get(k, v)]) for k, v in mb.items()}
@@ -368,7 +367,7 @@ class PPO:
         if means.shape[0] > originals:  # augmented: the images' means are computed
             mirrored_means = means[originals:]
         else:
-            mirrored_means = self.policy.actor(mb["mirrored_actor_obs"][:originals])
+            mirrored_means = self.policy.actor(mb["mirrored_actor_obs"])
         target = self.mirrors["actions"](means[:originals]).detach()
         return ((mirrored_means - target) ** 2).mean()
 
