@@ -20,6 +20,10 @@ TASKS: dict[str, tuple[str, str]] = {
         "Go1-class quadruped on stairs, slopes and rough ground, with a terrain curriculum",
     ),
     "Mjrl-Velocity-Rough-Mule": ("mjrl.tasks.velocity.mule:VELOCITY_ROUGH_MULE", "44 kg quadruped on the same terrain"),
+    "Mjrl-Velocity-Flat-Humanoid": (
+        "mjrl.tasks.velocity.humanoid:VELOCITY_FLAT_HUMANOID",
+        "G1-class 23-DoF humanoid, velocity tracking (CPU preset: configs/cpu-humanoid.yaml, legs only)",
+    ),
     "Mjrl-Velocity-Flat-Quadruped-Student": (
         "mjrl.tasks.velocity.go1:VELOCITY_FLAT_STUDENT",
         "the flat Go1 without base velocity, distilled from a trained teacher (--distillation.teacher RUN)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,9 @@ from conftest import TINY_RUN, last_json, run_main
 
 from mjrl.checkpoint import load_newest_checkpoint
 from mjrl.cli.main import main as mjrl_main
+from mjrl.errors import UsageError
 from mjrl.tasks import load_task
+from mjrl.tools.export import ObsTerm as ExportedTerm
 from mjrl.tools.export import Sidecar
 from mjrl.tools.trained import load_trained, trained_env_config
 
@@ -119,7 +122,7 @@ def test_sidecar_round_trips_and_describes_the_env(trained):
     if task_name == QUADRUPED:
         legs = [f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")]
         assert sidecar.action_joints == tuple(legs)
-        assert sidecar.action_scale == 0.25 and sidecar.control_period_s == pytest.approx(0.02)
+        assert sidecar.action_scale == (0.25,) * 12 and sidecar.control_period_s == pytest.approx(0.02)
     else:
         assert sidecar.action_joints == ("slider",)
 
@@ -135,7 +138,7 @@ def test_scaled_actions_are_the_actuator_targets(train_once, tmp_path):
     env, policy, obs = real_observations(task_name, run_dir, steps=3)
     with torch.no_grad():
         mean = policy.act_deterministic(obs)
-    clip, scale = env.cfg.action_clip, env.cfg.action_scale
+    clip, scale = env.cfg.action_clip, env.action_scale
     targets = env.action_offset + scale * mean.clamp(-clip, clip)
     assert (run_exported(model, "onnx", obs) - targets).abs().max().item() <= TOLERANCE
     assert Sidecar.from_json((tmp_path / "targets.onnx.json").read_text()).actions_scaled
@@ -153,3 +156,17 @@ def test_export_errors_are_one_line(train_once, tmp_path, capsys):
         assert mjrl_main(["export", *args]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("mjrl export: error: ") and err.count("\n") == 1 and needle in err, err
+
+
+def test_a_version_1_sidecar_reads_with_its_one_scale_for_every_action():
+    sidecar = Sidecar(
+        format="onnx", model_file="policy.onnx", input_name="obs", output_name="actions", observation_size=3,
+        observation_terms=(ExportedTerm("joint_pos", 0, 3),), action_size=3, action_joints=("a", "b", "c"),
+        action_scale=(0.5, 0.5, 0.5), action_clip=1.0, action_offset=(0.0, 0.1, 0.2), actions_scaled=False,
+        control_period_s=0.02, physics_timestep_s=0.005, decimation=4, task="T", run_dir="r", checkpoint="c",
+        iteration=1, env_steps=2,
+    )  # fmt: skip
+    old = json.loads(sidecar.to_json()) | {"schema": "mjrl-policy/1", "action_scale": 0.5}
+    assert Sidecar.from_json(json.dumps(old)) == sidecar
+    with pytest.raises(UsageError, match="not an mjrl-policy/2 sidecar"):
+        Sidecar.from_json(json.dumps(old | {"schema": "other/1"}))

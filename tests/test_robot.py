@@ -30,7 +30,7 @@ def test_the_second_robot_stands_on_its_own_names():
     # Resolved from the names: the base's free joint, 12 joints in LF, RF, LH, RH order starting
     # at the "stand" keyframe, four foot spheres of 3 cm.
     assert env.num_actions == 12 and env.robot.foot_geoms.numel() == 4
-    assert env.robot.foot_radius == pytest.approx(0.03)
+    assert env.robot.foot_sizes[:, 0].tolist() == pytest.approx([0.03] * 4)
     assert torch.allclose(env.action_offset, torch.tensor([0.0, 0.6, -1.2] * 4))
     assert torch.allclose(mdp.joint_pos_rel(env), torch.zeros(2, 12), atol=1e-6)  # starts at home
     mass = env.sim.model_field("body_mass")[:, env.robot.base_body]

@@ -56,7 +56,9 @@ def mirror_robot_state(env: VecEnv) -> None:
     env.after_physics()
 
 
-@pytest.mark.parametrize("task_name", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Flat-Mule"])
+@pytest.mark.parametrize(
+    "task_name", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Flat-Mule", "Mjrl-Velocity-Flat-Humanoid"]
+)
 def test_the_mirrored_observation_of_a_mirrored_state_is_the_observation_of_the_state(task_name):
     env = flat_env(task_name)
     torch.manual_seed(0)

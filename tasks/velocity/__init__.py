@@ -93,6 +93,13 @@ def _rewards(cfg: VelocityEnvConfig) -> dict[str, RewardTerm]:
         "feet_air_time": (partial(legged.feet_air_time, threshold=w.feet_air_time_threshold), w.feet_air_time),
         "feet_slip": (legged.feet_slip, w.feet_slip),
         "feet_clearance": (partial(legged.feet_clearance, height=w.feet_clearance_height), w.feet_clearance),
+        "feet_single_stance": (
+            partial(legged.feet_single_stance, threshold=w.feet_single_stance_threshold),
+            w.feet_single_stance,
+        ),
+        "feet_tilt": (legged.feet_tilt, w.feet_tilt),
+        "self_collisions": (mdp.self_collisions, w.self_collisions),
+        "joint_deviation": (mdp.JointDeviation(w.joint_deviation_joints), w.joint_deviation),
         "termination": (mdp.is_terminated, w.termination),
     }
     return {name: RewardTerm(func, weight=weight * dt) for name, (func, weight) in weighted.items() if weight}
@@ -130,7 +137,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         margin = math.hypot(*cfg.height_scan.size) / 2 + 0.2
         terminations["out_of_bounds"] = TerminationTerm(partial(mdp.out_of_bounds, margin=margin), time_out=True)
     return TaskSpec(
-        scene=Scene(Path(cfg.robot.mjcf), cfg.terrain),
+        scene=Scene(Path(cfg.robot.mjcf), cfg.terrain, cfg.robot.locked_joints, cfg.robot.home_keyframe),
         robot=cfg.robot,
         observations=_observations(cfg),
         action_mirror=mdp.mirror_joints,

@@ -106,12 +106,27 @@ class RewardConfig:
     speed, while commanded to move: a foot that moves should be lifted."""
     feet_clearance_height: float = 0.08
     """Target height (m) of the bottom of a moving foot."""
+    feet_single_stance: float = 0.0
+    """Bipeds: while commanded to move with exactly one foot down, the time the foot that changed
+    phase last has spent in it, up to `feet_single_stance_threshold` (replaces feet_air_time)."""
+    feet_single_stance_threshold: float = 0.4
+    """Step duration (s) up to which single stance is rewarded."""
+    feet_tilt: float = 0.0
+    """Sum over feet of the squared horizontal components of gravity in the foot's frame (soles
+    that are not level: flat feet)."""
+    self_collisions: float = 0.0
+    """Number of contacts between two of the robot's own geoms (legs knocking, feet crossing)."""
+    joint_deviation: float = 0.0
+    """Sum of |q - q_home| (rad) over the joints that `joint_deviation_joints` name."""
+    joint_deviation_joints: tuple[str, ...] = ()
+    """Shell-style patterns of the joints held near home by `joint_deviation` (e.g. "*hip_roll*")."""
 
     # The weights are any finite numbers (penalties are negative).
     bounds: ClassVar[dict] = {
         "tracking_sigma": "> 0",
         "feet_air_time_threshold": ">= 0",
         "feet_clearance_height": ">= 0",
+        "feet_single_stance_threshold": ">= 0",
     }
 
 

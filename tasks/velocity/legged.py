@@ -2,8 +2,8 @@
 swing timers, heights, speeds) and the rewards and evaluation figures built on them.
 
 They read the robot's feet through `env.robot` (resolved from `RobotConfig.foot_geoms`), so
-they hold for any legged robot with spherical feet, and heights above the terrain under them
-(`env.terrain`), so they hold on any ground.
+they hold for any legged robot, its feet spheres or boxes or capsules, and heights above the
+terrain under them (`env.terrain`), so they hold on any ground.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import mujoco
 import torch
 
 from mjrl.envs import VecEnv
@@ -95,6 +96,8 @@ class FeetState:
         """How long each foot has been in the air (s)."""
         self.landing_air_time = torch.zeros(n, feet, device=dev)
         """For feet that touched down this step, the swing time that just ended, else 0."""
+        self.contact_time = torch.zeros(n, feet, device=dev)
+        """How long each foot has been on the ground (s)."""
         self.last_contacts = torch.zeros(n, feet, dtype=torch.bool, device=dev)
         self.last_position = torch.zeros(n, feet, 3, device=dev)
 
@@ -105,7 +108,7 @@ class FeetState:
         # Foot speed by a finite difference over the env step; not defined on an episode's first step.
         speed = torch.linalg.vector_norm(position[..., :2] - self.last_position[..., :2], dim=-1) / env.step_dt
         self.speed = speed * (env.episode_length > 1).unsqueeze(1)
-        self.height = position[..., 2] - env.robot.foot_radius
+        self.height = position[..., 2] - lowest_point_depth(env)
         if env.terrain is not None:
             self.height = self.height - env.terrain.height_at(position[..., :2])
         self.last_position.copy_(position)
@@ -115,12 +118,33 @@ class FeetState:
         air_time = self.air_time + env.step_dt
         torch.mul(air_time, (self.air_time > 0) & touching, out=self.landing_air_time)
         torch.mul(air_time, ~touching, out=self.air_time)
+        torch.mul(self.contact_time + env.step_dt, touching, out=self.contact_time)
         self.last_contacts.copy_(self.contacts)
 
     def reset(self, env: VecEnv, mask: torch.Tensor) -> None:
         rows = mask.unsqueeze(1)
-        for timer in (self.air_time, self.landing_air_time, self.last_contacts):
+        for timer in (self.air_time, self.landing_air_time, self.contact_time, self.last_contacts):
             timer.masked_fill_(rows, 0)
+
+
+def lowest_point_depth(env: VecEnv) -> torch.Tensor:
+    """(n, feet): how far below its centre each foot geom reaches, in its current orientation.
+    For a geom whose local axes have vertical components z_j and half-sizes s_j: a sphere r,
+    a capsule (along z) r + s_2 |z_2|, a box sum |z_j| s_j, a cylinder r sqrt(1 - z_2^2) + s_2 |z_2|,
+    an ellipsoid sqrt(sum (z_j s_j)^2)."""
+    robot = env.robot
+    size = robot.foot_sizes
+    if robot.foot_shape == mujoco.mjtGeom.mjGEOM_SPHERE:
+        return size[:, 0]
+    up = env.sim.geom_xmat.index_select(1, robot.foot_geoms)[..., 2, :].abs()  # (n, feet, 3): |z_j|
+    radius, half_length, tilt = size[:, 0], size[:, 1], up[..., 2]
+    if robot.foot_shape == mujoco.mjtGeom.mjGEOM_CAPSULE:
+        return radius + half_length * tilt
+    if robot.foot_shape == mujoco.mjtGeom.mjGEOM_BOX:
+        return (up * size).sum(dim=-1)
+    if robot.foot_shape == mujoco.mjtGeom.mjGEOM_CYLINDER:
+        return radius * (1 - tilt**2).clamp(min=0).sqrt() + half_length * tilt
+    return torch.linalg.vector_norm(up * size, dim=-1)  # ellipsoid
 
 
 def feet(env: VecEnv) -> FeetState:
@@ -165,6 +189,25 @@ def feet_clearance(env: VecEnv, height: float) -> torch.Tensor:
     """Sum over feet of |height - target| times horizontal speed, while commanded to move."""
     state = feet(env)
     return torch.sum((state.height - height).abs() * state.speed, dim=1) * env.cached(is_moving_command)
+
+
+def feet_single_stance(env: VecEnv, threshold: float) -> torch.Tensor:
+    """While commanded to move and exactly one foot is on the ground: how long the foot that
+    changed phase last has been in its phase (stance or swing), capped at `threshold` (s); else
+    0. It pays a biped for stepping one foot at a time, and for steps of at least `threshold`
+    (Isaac Lab's biped air-time term)."""
+    state = feet(env)
+    stance = state.contact_time > 0
+    phase_time = torch.where(stance, state.contact_time, state.air_time)
+    single = stance.sum(dim=1) == 1
+    return phase_time.min(dim=1).values.clamp(max=threshold) * single * env.cached(is_moving_command)
+
+
+def feet_tilt(env: VecEnv) -> torch.Tensor:
+    """Sum over feet of the squared horizontal components of gravity in the foot's frame: 0 for
+    soles parallel to level ground (flat feet land flat and push off flat)."""
+    axes_z = env.sim.geom_xmat.index_select(1, env.robot.foot_geoms)[..., 2, :2]  # z of the feet's x, y axes
+    return torch.sum(axes_z**2, dim=(1, 2))
 
 
 # ------------------------------------------------------------------------------- curriculum

@@ -53,12 +53,18 @@ class VecEnv:
         self.last_actions = torch.zeros(n, nu, device=device)
         offset = task.action_offset(self) if task.action_offset else torch.zeros(nu)
         self.action_offset = offset.to(device)
+        per_joint = self.robot.action_scale if self.robot is not None else None
+        self.action_scale = per_joint if per_joint is not None else torch.full((nu,), cfg.action_scale, device=device)
+        """(num_actions,) ctrl = action_offset + action_scale * action: the robot's per-joint
+        scales (`RobotConfig.action_scale_from_torque`), else the config's `action_scale`."""
         self.episode_length = torch.zeros(n, dtype=torch.long, device=device)
         self.episode_return = torch.zeros(n, device=device)
         self.terminated = torch.zeros(n, dtype=torch.bool, device=device)
         """Which envs the termination terms end at this step (time-outs excluded): rewards,
         computed after the terminations, may read it."""
-        self.contacts = self.sim.geom_contacts() if task.contacts else torch.zeros(0)
+        self._ground = self.robot.ground_geom if self.robot is not None else None
+        self.contacts = self.sim.geom_contacts(self._ground) if task.contacts else torch.zeros(0)
+        """(num_envs, ngeom) bool: which geoms touch the ground (anything, without a robot)."""
         self.commands = {name: torch.zeros(n, term.dim, device=device) for name, term in task.commands.items()}
         self.state: Any = task.state(self) if task.state else None
         # Commands first, then interval events: each runs for the envs whose timer is due, and
@@ -145,7 +151,7 @@ class VecEnv:
         """
         self.last_actions.copy_(self.actions)
         torch.clamp(actions, -self.cfg.action_clip, self.cfg.action_clip, out=self.actions)
-        torch.mul(self.actions, self.cfg.action_scale, out=self.sim.ctrl).add_(self.action_offset)
+        torch.mul(self.actions, self.action_scale, out=self.sim.ctrl).add_(self.action_offset)
         self._run_interval_jobs()
         self.sim.step()
         self.episode_length += 1
@@ -314,7 +320,7 @@ class VecEnv:
         physics step. Call it after changing the physics state by hand (`sim.forward()` in a
         test), so that contacts and the shared state describe the new state."""
         if self.task.contacts:
-            self.contacts = self.sim.geom_contacts()
+            self.contacts = self.sim.geom_contacts(self._ground)
         if self.state is not None:
             self.state.update(self)
         self._follow_commands()

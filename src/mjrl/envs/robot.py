@@ -12,6 +12,7 @@ import dataclasses
 from typing import ClassVar
 
 import mujoco
+import numpy as np
 import torch
 
 from mjrl.errors import UsageError
@@ -37,7 +38,8 @@ class RobotConfig:
     home_keyframe: str = "home"
     """Keyframe of the standing pose: resets start from it and actions are offsets from it."""
     foot_geoms: tuple[str, ...] = ()
-    """Geoms of the feet (spheres): their contacts, heights and speeds drive the gait terms."""
+    """Geoms of the feet (spheres, capsules, boxes, cylinders or ellipsoids): their contacts,
+    heights and speeds drive the gait terms."""
     fatal_contact_geoms: tuple[str, ...] = ()
     """Geoms whose ground contact ends the episode (e.g. base and thighs)."""
     undesired_contact_geoms: tuple[str, ...] = ()
@@ -47,6 +49,15 @@ class RobotConfig:
     robot is mirrored in its x-z plane, e.g. (("FL", "FR"), ("RL", "RR")): the mirror image of
     joint FL_hip_joint is FR_hip_joint. A name with neither part is its own image (a waist).
     Which joints change sign is read from their axes in the home pose. Empty: not symmetric."""
+    locked_joints: tuple[str, ...] = ()
+    """Hinge joints welded at their home angle, removed from the model with their actuators:
+    the robot moves without them, and cheaper (a humanoid's waist and arms on the CPU). `joints`
+    must not list them."""
+    action_scale_from_torque: float = 0.0
+    """When > 0, each joint's action scale is this share of its actuator's torque limit over its
+    position gain (rad per unit action), read from the MJCF: a unit action asks every joint for
+    the same share of its torque, whatever its motor (mjlab's humanoid rule, 0.25 tau_max / kp).
+    0: every joint takes the task's `action_scale`."""
 
     # The floor left the robots' files with issue 22; older runs' config.yaml still name it.
     retired: ClassVar[tuple[str, ...]] = ("floor_geom",)
@@ -74,7 +85,10 @@ class Robot:
     ground_geom: int
     """The terrain's geom (composed into the scene)."""
     foot_geoms: torch.Tensor
-    foot_radius: float
+    foot_shape: int
+    """The feet's mjtGeom type (all feet have one shape)."""
+    foot_sizes: torch.Tensor
+    """(feet, 3) each foot geom's size (MuJoCo's half-sizes and radii)."""
     fatal_geoms: torch.Tensor
     undesired_geoms: torch.Tensor
     joint_mirror: ColumnMirror | None = None
@@ -84,6 +98,8 @@ class Robot:
     mirror_error: str | None = None
     """Why `mirror_names` do not fit this robot, if they do not (told when symmetry is asked
     for; a run without it does not need them)."""
+    action_scale: torch.Tensor | None = None
+    """(joints,) per-joint action scales (`RobotConfig.action_scale_from_torque`); None: the task's."""
 
     @classmethod
     def resolve(cls, model: mujoco.MjModel, cfg: RobotConfig, device: torch.device) -> Robot:
@@ -116,11 +132,44 @@ class Robot:
             joint_upper=torch.tensor(model.jnt_range[joints, 1], dtype=torch.float32, device=device),
             ground_geom=_id(model, mujoco.mjtObj.mjOBJ_GEOM, TERRAIN_GEOM, "the scene's terrain"),
             foot_geoms=torch.tensor(feet, dtype=torch.long, device=device),
-            foot_radius=float(model.geom_size[feet[0], 0]) if feet else 0.0,
+            foot_shape=_foot_shape(model, feet),
+            foot_sizes=torch.tensor(model.geom_size[feet], dtype=torch.float32, device=device).view(-1, 3),
+            action_scale=_torque_action_scale(model, cfg.action_scale_from_torque, device),
             fatal_geoms=geoms(cfg.fatal_contact_geoms, "fatal_contact_geoms"),
             undesired_geoms=geoms(cfg.undesired_contact_geoms, "undesired_contact_geoms"),
             **_mirrors(model, cfg, base, joints, home, device),
         )
+
+
+FOOT_SHAPES = (
+    mujoco.mjtGeom.mjGEOM_SPHERE,
+    mujoco.mjtGeom.mjGEOM_CAPSULE,
+    mujoco.mjtGeom.mjGEOM_BOX,
+    mujoco.mjtGeom.mjGEOM_CYLINDER,
+    mujoco.mjtGeom.mjGEOM_ELLIPSOID,
+)
+
+
+def _foot_shape(model: mujoco.MjModel, feet: list[int]) -> int:
+    shapes = {int(model.geom_type[g]) for g in feet} or {int(mujoco.mjtGeom.mjGEOM_SPHERE)}
+    if len(shapes) > 1 or shapes.pop() not in FOOT_SHAPES:
+        raise UsageError("robot config: foot_geoms must all be spheres, capsules, boxes, cylinders or ellipsoids")
+    return int(model.geom_type[feet[0]]) if feet else int(mujoco.mjtGeom.mjGEOM_SPHERE)
+
+
+def _torque_action_scale(model: mujoco.MjModel, share: float, device: torch.device) -> torch.Tensor | None:
+    """share x torque limit / position gain, per actuator; None when `share` is 0."""
+    if share <= 0:
+        return None
+    kp = model.actuator_gainprm[:, 0]
+    limit = np.minimum(-model.actuator_forcerange[:, 0], model.actuator_forcerange[:, 1])
+    usable = (kp > 0) & model.actuator_forcelimited.astype(bool) & (limit > 0)
+    if model.nu == 0 or not usable.all():
+        raise UsageError(
+            "robot config: action_scale_from_torque needs position actuators with a gain (kp) and a "
+            "forcerange on every joint; set them in the MJCF or use --env.robot.action-scale-from-torque 0"
+        )
+    return torch.tensor(share * limit / kp, dtype=torch.float32, device=device)
 
 
 def _id(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str, field: str) -> int:

@@ -150,9 +150,10 @@ class TaskSpec:
     robot: RobotConfig | None = None
     """A floating-base robot, resolved into `env.robot` when the env is built."""
     contacts: bool = False
-    """Find which geoms touch something once per env step, into `env.contacts` (num_envs, ngeom)."""
+    """Find which geoms touch the ground (with a robot; else anything) once per env step, into
+    `env.contacts` (num_envs, ngeom)."""
     action_offset: Callable[[VecEnv], torch.Tensor] | None = None
-    """ctrl = offset + action_scale * action; None means an offset of zero."""
+    """ctrl = offset + action scale * action (`VecEnv.action_scale`); None: an offset of zero."""
     action_mirror: MirrorFn | None = None
     """How actions mirror (see `ObsTerm.mirror`); None: the task has no symmetry."""
     state: Callable[[VecEnv], StepState] | None = None

@@ -10,6 +10,7 @@ their tensor operations once per state.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import math
 from functools import cache
 
@@ -17,6 +18,7 @@ import torch
 
 from mjrl.envs.env import VecEnv
 from mjrl.envs.spec import MirrorFn
+from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 
 # ---------------------------------------------------------------------------------- helpers
@@ -263,8 +265,31 @@ def flat_orientation(env: VecEnv) -> torch.Tensor:
 
 
 def undesired_contacts(env: VecEnv) -> torch.Tensor:
-    """Number of the robot's undesired-contact geoms touching something."""
+    """Number of the robot's undesired-contact geoms touching the ground."""
     return env.contacts.index_select(1, env.robot.undesired_geoms).sum(dim=1).float()
+
+
+def self_collisions(env: VecEnv) -> torch.Tensor:
+    """Number of contacts between two of the robot's geoms (those its MJCF lets collide)."""
+    return env.sim.contacts_without(env.robot.ground_geom)
+
+
+class JointDeviation:
+    """Sum of |q - q_home| over the actuated joints whose names match one of `patterns`
+    (shell-style, e.g. "*hip_roll*"): holds joints that walking needs little near home."""
+
+    def __init__(self, patterns: tuple[str, ...]):
+        self.patterns = patterns
+        self._columns: torch.Tensor | None = None
+
+    def __call__(self, env: VecEnv) -> torch.Tensor:
+        if self._columns is None:
+            names = env.sim.actuator_joints()
+            columns = [k for k, name in enumerate(names) if any(fnmatch.fnmatchcase(name, p) for p in self.patterns)]
+            if not columns:
+                raise UsageError(f"joint_deviation_joints {list(self.patterns)} match none of the joints {names}")
+            self._columns = torch.tensor(columns, device=env.device)
+        return joint_pos_rel(env).index_select(1, self._columns).abs().sum(dim=1)
 
 
 def is_terminated(env: VecEnv) -> torch.Tensor:
@@ -276,7 +301,7 @@ def is_terminated(env: VecEnv) -> torch.Tensor:
 
 
 def illegal_contact(env: VecEnv) -> torch.Tensor:
-    """One of the robot's fatal-contact geoms touches something."""
+    """One of the robot's fatal-contact geoms touches the ground."""
     return env.contacts.index_select(1, env.robot.fatal_geoms).any(dim=1)
 
 

@@ -150,7 +150,7 @@ class DeployedActor(nn.Module):
         self,
         policy: ActorCritic,
         action_offset: torch.Tensor | None = None,
-        action_scale: float = 1.0,
+        action_scale: torch.Tensor | float = 1.0,
         action_clip: float = math.inf,
     ):
         super().__init__()
@@ -167,7 +167,7 @@ class DeployedActor(nn.Module):
         self.scaled = action_offset is not None
         offset = action_offset if action_offset is not None else torch.zeros(self.actor[-1].out_features)
         self.register_buffer("action_offset", offset.float().cpu())
-        self.action_scale = float(action_scale)
+        self.register_buffer("action_scale", torch.as_tensor(action_scale, dtype=torch.float32).cpu())
         self.action_clip = float(action_clip)
         self.requires_grad_(False)
 

@@ -30,10 +30,16 @@ class Scene:
     """A task's whole model (terrain None), or a robot without a floor."""
     terrain: TerrainConfig | None = None
     """The ground the robot stands on; None: the MJCF is the whole scene."""
+    locked_joints: tuple[str, ...] = ()
+    """Hinge joints welded at the angle that keyframe `lock_keyframe` gives them: removed from
+    the model with their actuators, so a robot's unused joints cost nothing to simulate."""
+    lock_keyframe: str = "home"
 
     def spec(self) -> tuple[mujoco.MjSpec, TerrainGrid | None]:
         """The scene as an editable spec, and the generated grid (None unless a grid)."""
         spec = _load_spec(self.mjcf)
+        if self.locked_joints:
+            _lock_joints(spec, self.locked_joints, self.lock_keyframe, self.mjcf)
         if self.terrain is None:
             return spec, None
         if problem := check_terrain(self.terrain):
@@ -60,6 +66,65 @@ def _load_spec(path: Path) -> mujoco.MjSpec:
     except ValueError as exc:
         message = " ".join(str(exc).split())
         raise UsageError(f"cannot load the MJCF {path}: {message}") from None
+
+
+def _lock_joints(spec: mujoco.MjSpec, names: tuple[str, ...], keyframe: str, path: Path) -> None:
+    """Weld each hinge of `names` at its angle in `keyframe`: its child body turns by that angle
+    about the joint's anchor and axis (its frame at the locked angle becomes its fixed frame),
+    then the joint, its actuators and its keyframe entries go."""
+    model = spec.compile()
+    key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe)
+    if key < 0:
+        raise UsageError(f"cannot lock joints of {path}: it has no keyframe {keyframe!r}")
+    locked = []
+    for name in names:
+        j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        if j < 0 or int(model.jnt_type[j]) != int(mujoco.mjtJoint.mjJNT_HINGE):
+            raise UsageError(f"locked_joints: {path} has no hinge joint {name!r}; name hinge joints of the robot")
+        locked.append(j)
+    # A body's frame as compiled (whatever orientation its MJCF gave), then turned by each of
+    # its locked joints in model order, the order in which they apply.
+    frames: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for j in sorted(locked):
+        b = int(model.jnt_bodyid[j])
+        pos, quat = frames.get(b, (model.body_pos[b].copy(), model.body_quat[b].copy()))
+        angle = float(model.key_qpos[key, model.jnt_qposadr[j]])
+        frames[b] = _turned(pos, quat, model.jnt_pos[j], model.jnt_axis[j], angle)
+    for b, (pos, quat) in frames.items():
+        body = spec.body(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b))
+        body.alt.type = mujoco.mjtOrientation.mjORIENTATION_QUAT
+        body.pos, body.quat = pos.tolist(), quat.tolist()
+    # Keyframe entries of the remaining joints and actuators, in model order.
+    keep_qpos = np.ones(model.nq, dtype=bool)
+    keep_qpos[[model.jnt_qposadr[j] for j in locked]] = False
+    keep_dof = np.ones(model.nv, dtype=bool)
+    keep_dof[[model.jnt_dofadr[j] for j in locked]] = False
+    keep_ctrl = np.ones(model.nu, dtype=bool)
+    for a in range(model.nu):
+        if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_trnid[a, 0] in locked:
+            keep_ctrl[a] = False
+            spec.delete(spec.actuator(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, a)))
+    for name in names:
+        spec.delete(spec.joint(name))
+    # Last: deleting a joint empties the keyframes.
+    for k, saved in enumerate(spec.keys):
+        saved.qpos = model.key_qpos[k][keep_qpos].tolist()
+        saved.qvel = model.key_qvel[k][keep_dof].tolist()
+        saved.ctrl = model.key_ctrl[k][keep_ctrl].tolist()
+
+
+def _turned(
+    pos: np.ndarray, quat: np.ndarray, anchor: np.ndarray, axis: np.ndarray, angle: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The frame (pos, quat, in the parent's frame) of a body whose hinge (`anchor`, `axis`, in
+    the body's frame) stands at `angle`: the body turns by R about the anchor, so
+    pos + quat (anchor - R anchor) and quat R."""
+    turn, turned_anchor, shift, frame = np.zeros(4), np.zeros(3), np.zeros(3), np.zeros(4)
+    mujoco.mju_axisAngle2Quat(turn, axis, angle)
+    mujoco.mju_rotVecQuat(turned_anchor, anchor, turn)
+    mujoco.mju_rotVecQuat(shift, anchor - turned_anchor, quat)
+    mujoco.mju_mulQuat(frame, quat, turn)
+    return pos + shift, frame
 
 
 def _check_no_floor(spec: mujoco.MjSpec, path: Path) -> None:

@@ -116,6 +116,7 @@ _STATE_FIELDS = (
     "xmat",
     "site_xpos",
     "geom_xpos",
+    "geom_xmat",
     "site_xmat",
     "sensordata",
     "cvel",
@@ -254,19 +255,31 @@ class Simulation:
         with self._scope():
             mjw.kinematics(self.model, self.data)
 
-    def geom_contacts(self) -> torch.Tensor:
+    def geom_contacts(self, against: int | None = None) -> torch.Tensor:
         """(num_worlds, ngeom) bool: which geoms of each world are in a contact of the last
-        physics substep. One scatter over the contact array that all worlds share (its first
-        `nacon` rows are valid), with no host synchronisation. Contact sensors would give the
-        same answer but are evaluated at every substep and cost about 20% of the physics."""
+        physics substep; with `against`, in a contact with that geom (the ground). One scatter
+        over the contact array that all worlds share (its first `nacon` rows are valid), with no
+        host synchronisation. Contact sensors would give the same answer but are evaluated at
+        every substep and cost about 20% of the physics."""
         ngeom = self.mj_model.ngeom
         valid = self._contact_rows < self.nacon  # (nconmax, 1)
+        if against is not None:
+            valid = valid & (self.contact_geom == against).any(dim=1, keepdim=True)
         flat = self.contact_worldid.view(-1, 1) * ngeom + self.contact_geom  # (nconmax, 2), int32
         # Invalid rows mark a spare last slot, which is cut off.
         index = torch.where(valid, flat, self._spare_geom_slot).long()
         hits = torch.zeros(self.num_worlds * ngeom + 1, dtype=torch.bool, device=self.device)
         hits.index_fill_(0, index.view(-1), True)
         return hits[:-1].view(self.num_worlds, ngeom)
+
+    def contacts_without(self, geom: int) -> torch.Tensor:
+        """(num_worlds,) float: the number of contacts of the last physics substep in each world
+        that do not involve `geom`. With the terrain's geom: the robot's self-collisions."""
+        valid = (self._contact_rows.view(-1) < self.nacon) & (self.contact_geom != geom).all(dim=1)
+        counts = torch.zeros(self.num_worlds + 1, device=self.device)
+        # Invalid rows count into a spare last world, which is cut off.
+        world = torch.where(valid, self.contact_worldid, self.num_worlds).long()
+        return counts.index_add_(0, world, valid.float())[:-1]
 
     def model_field(self, name: str) -> torch.Tensor:
         """A zero-copy torch view of a model field; (num_worlds, ...) for per-world fields.

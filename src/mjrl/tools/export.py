@@ -26,7 +26,8 @@ from mjrl.rl.networks import ActorCritic, DeployedActor
 
 Format = Literal["onnx", "torchscript"]
 MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
-SCHEMA = "mjrl-policy/1"
+SCHEMA = "mjrl-policy/2"
+"""Version 2: `action_scale` per action (version 1 had one number for all; still read)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +56,8 @@ class Sidecar:
     action_size: int
     action_joints: tuple[str, ...]
     """What each output drives, in output order (actuator order of the MJCF)."""
-    action_scale: float
+    action_scale: tuple[float, ...]
+    """Per action (joints of one robot may differ: `RobotConfig.action_scale_from_torque`)."""
     action_clip: float
     action_offset: tuple[float, ...]
     actions_scaled: bool
@@ -78,10 +80,12 @@ class Sidecar:
     @classmethod
     def from_json(cls, text: str) -> Sidecar:
         data = json.loads(text)
+        if data.get("schema") == "mjrl-policy/1":  # one scale for every action
+            data |= {"schema": SCHEMA, "action_scale": [data["action_scale"]] * data["action_size"]}
         if data.get("schema") != SCHEMA:
             raise UsageError(f"not an {SCHEMA} sidecar (schema {data.get('schema')!r})")
         terms = tuple(ObsTerm(**t) for t in data.pop("observation_terms"))
-        tuples = {k: tuple(data.pop(k)) for k in ("action_joints", "action_offset")}
+        tuples = {k: tuple(data.pop(k)) for k in ("action_joints", "action_offset", "action_scale")}
         return cls(observation_terms=terms, **tuples, **data)
 
 
@@ -104,7 +108,7 @@ def export_policy(
     offset = env.action_offset.float().cpu()
     model = DeployedActor(policy)
     if scaled_actions:
-        model = DeployedActor(policy, offset, cfg.action_scale, cfg.action_clip)
+        model = DeployedActor(policy, offset, env.action_scale, cfg.action_clip)
     obs_size = model.obs_mean.shape[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph
@@ -125,7 +129,7 @@ def export_policy(
         ),
         action_size=env.num_actions,
         action_joints=tuple(env.sim.actuator_joints()),
-        action_scale=float(cfg.action_scale),
+        action_scale=tuple(float(x) for x in env.action_scale.cpu()),
         action_clip=float(cfg.action_clip),
         action_offset=tuple(float(x) for x in offset),
         actions_scaled=scaled_actions,

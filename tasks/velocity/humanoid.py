@@ -1,0 +1,70 @@
+"""A G1-class humanoid (`humanoid.xml`: 23 DoF, 33.8 kg, 1.32 m) on the velocity task.
+
+What a biped needs beyond the quadruped's terms, each a reward weight of the shared task:
+single stance rewarded instead of every foot's air time, level soles, self-collisions, hip
+roll and yaw held near home, and a stronger penalty on a tilted base. The torso is upright
+when the pelvis is: the only joint between them turns about the vertical (waist yaw), so the
+pelvis's tilt is the torso's.
+
+`Mjrl-Velocity-Flat-Humanoid` actuates all 23 joints (the GPU default). The CPU preset
+(`configs/cpu-humanoid.yaml`) locks the waist and the arms at home (`--env.robot.locked-joints`)
+and trains the 12 leg joints: 19 position coordinates instead of 30.
+"""
+
+import dataclasses
+from pathlib import Path
+
+from mjrl.envs.robot import RobotConfig
+from mjrl.tasks.velocity import velocity_task
+from mjrl.tasks.velocity.config import AGENT, CommandConfig, RandomizationConfig, RewardConfig, VelocityEnvConfig
+
+SIDES = ("left", "right")
+LEG_PARTS = ("hip", "thigh", "shank", "foot")
+ARM_JOINTS = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll")
+UPPER_BODY_JOINTS = ("waist_yaw_joint", *(f"{side}_{joint}_joint" for side in SIDES for joint in ARM_JOINTS))
+"""What the CPU preset locks at home."""
+
+HUMANOID = RobotConfig(
+    mjcf=str(Path(__file__).parent / "humanoid.xml"),
+    base_body="pelvis",
+    joints=(),  # the actuated joints in actuator order: legs, then waist and arms
+    home_keyframe="home",
+    foot_geoms=tuple(f"{side}_foot" for side in SIDES),
+    # Pelvis, torso, head, a thigh or an arm on the ground ends the episode; a shank is penalised.
+    fatal_contact_geoms=(
+        "pelvis",
+        "torso",
+        "head",
+        *(f"{side}_{part}" for side in SIDES for part in ("thigh", "upper_arm", "forearm")),
+    ),
+    undesired_contact_geoms=tuple(f"{side}_shank" for side in SIDES),
+    mirror_names=(("left", "right"),),
+    action_scale_from_torque=0.25,
+)
+
+HUMANOID_ENV = VelocityEnvConfig(
+    robot=HUMANOID,
+    commands=CommandConfig(lin_vel_x=(-0.5, 1.0), lin_vel_y=(-0.3, 0.3), yaw_rate=(-1.0, 1.0)),
+    rewards=RewardConfig(
+        track_lin_vel=1.0,
+        track_yaw_rate=1.0,
+        flat_orientation=-5.0,
+        # Torques are 4-6x the Go1's (Mule's weight).
+        joint_torques=-1e-5,
+        feet_air_time=0.0,
+        feet_single_stance=1.0,
+        feet_single_stance_threshold=0.4,
+        feet_tilt=-1.0,
+        feet_clearance_height=0.1,
+        self_collisions=-1.0,
+        joint_deviation=-0.5,
+        joint_deviation_joints=("*hip_roll*", "*hip_yaw*", "waist*", "*shoulder*", "*elbow*", "*wrist*"),
+    ),
+    # Mass offsets scaled to the 3.8 kg pelvis (the Go1's +-1 kg on 5.2 kg); pushes as the Go1's.
+    randomization=RandomizationConfig(base_mass_offset=(-1.0, 2.0)),
+    # Worst cases (humanoid.xml): 49 contacts; constraint rows: feet 4 contacts x 4 rows (condim
+    # 3, pyramidal) each = 32, the rest 1 row per contact (at most 41), 23 joint limits = 96.
+    sim=dataclasses.replace(VelocityEnvConfig.sim, nconmax=49, njmax=96),
+)
+
+VELOCITY_FLAT_HUMANOID = velocity_task("Mjrl-Velocity-Flat-Humanoid", HUMANOID_ENV, AGENT)

@@ -1,0 +1,149 @@
+"""The humanoid and what it brought to every robot: joints locked at home, per-joint action
+scales from the actuators, feet of any shape, ground contacts apart from self-collisions."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from conftest import TINY_RUN, read_jsonl, run_main
+
+from mjrl.envs import VecEnv
+from mjrl.errors import UsageError
+from mjrl.sim import Scene
+from mjrl.sim.terrain import TerrainConfig
+from mjrl.tasks import load_task
+from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.humanoid import UPPER_BODY_JOINTS
+
+TASK = "Mjrl-Velocity-Flat-Humanoid"
+XML = Path(load_task(TASK).env_cfg.robot.mjcf)
+
+
+def legs_only_env(num_envs: int = 4) -> VecEnv:
+    """The CPU preset's robot: waist and arms locked."""
+    task = load_task(TASK)
+    robot = dataclasses.replace(task.env_cfg.robot, locked_joints=UPPER_BODY_JOINTS)
+    cfg = dataclasses.replace(
+        task.env_cfg, num_envs=num_envs, robot=robot, obs_noise=False, random_initial_episode_length=False
+    )
+    return VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=1)
+
+
+def home_poses(model: mujoco.MjModel) -> mujoco.MjData:
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, 0)
+    mujoco.mj_kinematics(model, data)
+    return data
+
+
+def test_locked_joints_hold_every_body_where_the_home_pose_puts_it():
+    full, _ = Scene(XML, TerrainConfig()).build()
+    locked, _ = Scene(XML, TerrainConfig(), locked_joints=UPPER_BODY_JOINTS).build()
+    assert (full.nq, full.nu) == (30, 23) and (locked.nq, locked.nu) == (19, 12)
+    names = [full.body(b).name for b in range(full.nbody)]
+    assert names == [locked.body(b).name for b in range(locked.nbody)]
+    at_home, held = home_poses(full), home_poses(locked)
+    # The arms are bent at home (elbows 0.9 rad): welding them at angle 0 would move the hands.
+    np.testing.assert_allclose(held.xpos, at_home.xpos, atol=1e-9)
+    np.testing.assert_allclose(held.xquat, at_home.xquat, atol=1e-9)
+    np.testing.assert_allclose(held.geom_xpos, at_home.geom_xpos, atol=1e-9)
+    # The remaining joints and actuators keep their keyframe entries.
+    legs = [full.joint(f"{side}_{j}_joint").qposadr[0] for side in ("left", "right") for j in
+            ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")]  # fmt: skip
+    np.testing.assert_array_equal(locked.key_qpos[0, 7:], full.key_qpos[0, legs])
+    np.testing.assert_array_equal(locked.key_ctrl[0], full.key_ctrl[0, :12])
+
+
+def test_locking_a_joint_that_is_not_a_hinge_of_the_robot_is_refused():
+    with pytest.raises(UsageError, match="has no hinge joint 'left_tail_joint'"):
+        Scene(XML, TerrainConfig(), locked_joints=("left_tail_joint",)).build()
+    with pytest.raises(UsageError, match="has no hinge joint 'root'"):
+        Scene(XML, TerrainConfig(), locked_joints=("root",)).build()
+
+
+def test_each_joint_asks_the_same_share_of_its_torque_limit_per_unit_action():
+    env = legs_only_env()
+    m = env.sim.mj_model
+    kp, limit = m.actuator_gainprm[:, 0], m.actuator_forcerange[:, 1]
+    torch.testing.assert_close(env.action_scale, torch.tensor(0.25 * limit / kp, dtype=torch.float32))
+    # Knee (139 Nm, kp 99.1) and ankle (50 Nm, kp 28.5): the figures the robot was specified with.
+    knee, ankle = (env.sim.actuator_joints().index(f"left_{j}_joint") for j in ("knee", "ankle_pitch"))
+    assert env.action_scale[knee].item() == pytest.approx(0.25 * 139 / 99.10)
+    assert env.action_scale[ankle].item() == pytest.approx(0.25 * 50 / 28.50)
+    actions = torch.linspace(-1, 1, env.num_actions).repeat(env.num_envs, 1)
+    env.step(actions)
+    torch.testing.assert_close(env.sim.ctrl, env.action_offset + env.action_scale * actions)
+    # The quadrupeds keep one scale for every joint.
+    go1 = load_task("Mjrl-Velocity-Flat-Quadruped")
+    cfg = dataclasses.replace(go1.env_cfg, num_envs=1)
+    assert torch.equal(VecEnv(cfg, go1.build(cfg), torch.device("cpu")).action_scale, torch.full((12,), 0.25))
+
+
+def test_foot_heights_are_those_of_the_lowest_corner_of_the_tilted_sole():
+    env = legs_only_env(num_envs=2)
+    names = env.sim.actuator_joints()
+    qpos = env.sim.qpos
+    qpos[:, 2] += 0.2  # lift the robot off the ground
+    for joint, angle in (("left_ankle_roll_joint", 0.25), ("left_ankle_pitch_joint", -0.5),
+                         ("right_ankle_pitch_joint", 0.4)):  # fmt: skip
+        qpos[1, env.robot.joint_qpos.start + names.index(joint)] += angle
+    env.sim.forward()
+    env.after_physics()
+    m = env.sim.mj_model
+    for world in range(2):
+        for k, geom in enumerate(env.robot.foot_geoms.tolist()):
+            corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * m.geom_size[geom]
+            rotation = env.sim.geom_xmat[world, geom].numpy()
+            lowest = (env.sim.geom_xpos[world, geom].numpy() + corners @ rotation.T)[:, 2].min()
+            assert env.state.height[world, k].item() == pytest.approx(lowest, abs=1e-5)
+    # Tilting a sole lowers its lowest corner (the check is not vacuous).
+    assert (env.state.height[1] < env.state.height[0] - 0.01).all()
+
+
+def test_self_collisions_are_counted_apart_from_ground_contacts():
+    env = legs_only_env(num_envs=2)
+    names = env.sim.actuator_joints()
+    start = env.robot.joint_qpos.start
+    # World 1: the left leg swung in across the right one (hip roll inwards), both in the air.
+    env.sim.qpos[:, 2] += 0.3
+    env.sim.qpos[1, start + names.index("left_hip_roll_joint")] = -0.5
+    env.sim.forward()
+    env.after_physics()
+    self_contacts = env.sim.contacts_without(env.robot.ground_geom)
+    assert self_contacts[0].item() == 0 and self_contacts[1].item() >= 1
+    # In the air, nothing touches the ground, however the legs touch each other.
+    assert not env.contacts.any()
+    assert torch.equal(legged.foot_contact_states(env), torch.zeros(2, 2))
+
+
+def test_single_stance_pays_the_shorter_phase_time_up_to_the_threshold():
+    env = legs_only_env(num_envs=4)
+    state = env.state
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[legged.COMMAND][3, :3] = 0.0  # standing still: no step is paid
+    state.contact_time = torch.tensor([[0.3, 0.0], [0.2, 0.6], [0.0, 0.0], [0.3, 0.0]])
+    state.air_time = torch.tensor([[0.0, 0.25], [0.0, 0.0], [0.5, 0.7], [0.0, 0.25]])
+    reward = legged.feet_single_stance(env, threshold=0.4)
+    # One foot down 0.3 s, the other up 0.25 s; both down; both up; standing command.
+    torch.testing.assert_close(reward, torch.tensor([0.25, 0.0, 0.0, 0.0]))
+    state.contact_time[0, 0], state.air_time[0, 1] = 0.9, 0.7
+    assert legged.feet_single_stance(env, threshold=0.4)[0].item() == pytest.approx(0.4)
+
+
+def test_the_cpu_preset_trains_the_legs_and_logs_the_biped_terms(log_root):
+    one = ("--runner.max-iterations", "1")
+    result = run_main("train", TASK, "--preset", "cpu-humanoid", *TINY_RUN, *one, "--log-root", str(log_root))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run_dir,) = (log_root / TASK).iterdir()
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    for term in ("feet_single_stance", "feet_tilt", "self_collisions", "joint_deviation", "flat_orientation"):
+        assert f"reward/{term}" in metrics[-1]
+    assert "reward/feet_air_time" not in metrics[-1]  # replaced by single stance for the biped
+    checkpoint = torch.load(next((run_dir / "checkpoints").iterdir()), map_location="cpu", weights_only=False)
+    weights = [value for name, value in checkpoint["policy"].items() if name.startswith("actor.") and "weight" in name]
+    assert weights[-1].shape[0] == 12  # the legs only
