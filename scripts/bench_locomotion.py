@@ -1,22 +1,25 @@
-"""Does the quadruped walk? Train it on the CPU preset, evaluate it, plot it, record it.
+"""Does a legged robot walk? Train it on its CPU preset, evaluate it, plot it, record it.
 
     python scripts/bench_locomotion.py --log-root /work/runs/loco            # train (over an hour), then report
     python scripts/bench_locomotion.py --log-root /work/runs/loco --resume   # continue a cut-off run, then report
     python scripts/bench_locomotion.py --run-dir RUN                         # report on a finished run
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Mule ...    # another robot, its own section
+    python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid ...
 
-Training is `train TASK --device cpu --config configs/cpu-locomotion.yaml`
-(19.7 M env steps): run it in the background (`nohup ... &`). The report runs `play` on clean
+Training is `train TASK --device cpu --preset cpu-locomotion` (19.7 M env steps; the humanoid's
+`cpu-humanoid`, 60 M): run it in the background (`nohup ... &`). The report runs `play` on clean
 observations twice, for the trained policy and for zero actions (the robot standing in its home
-pose): forward commands of 0.5-1.0 m/s without lateral or yaw command, and the task's full
-command distribution. It checks the targets below, draws the learning curves against env steps
-and wall time (`docs/img/locomotion_cpu_*.png`), and writes the figures into
-`docs/benchmarks.md` between the markers of its section.
+pose): forward commands (0.5-1.0 m/s for the quadrupeds, 0.3-0.8 for the humanoid) without lateral
+or yaw command, and the task's full command distribution. It checks the robot's targets
+(`PROFILES`), draws the learning curves against env steps and wall time
+(`docs/img/locomotion_cpu_*.png`), and writes the figures into `docs/benchmarks.md` between the
+markers of its section.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import platform
@@ -25,22 +28,55 @@ import sys
 from pathlib import Path
 
 import torch
+import yaml
 
 from mjrl.tools.plots import plot_runs
 
 GO1 = "Mjrl-Velocity-Flat-Quadruped"
+HUMANOID = "Mjrl-Velocity-Flat-Humanoid"
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-FORWARD = ["--env.commands.lin-vel-x", "0.5", "1.0", "--env.commands.lin-vel-y", "0", "0"]
-FORWARD += ["--env.commands.yaw-rate", "0", "0"]
-# (command set, figure, largest allowed value): the issue's definition of "walks".
-TARGETS = [
-    ("forward", "mean_lin_vel_error", 0.20),
-    ("forward", "early_termination_rate", 0.0),
-    ("full", "mean_lin_vel_error", 0.30),
-    ("full", "mean_yaw_rate_error", 0.40),
-    ("full", "early_termination_rate", 0.05),
-]
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """How a robot is trained on the CPU and what counts as walking: the issue's definition."""
+
+    preset: str
+    forward: tuple[float, float]
+    """Range of the forward commands (m/s) of the "forward" setting (no lateral or yaw command)."""
+    targets: tuple[tuple[str, str, float], ...]
+    """(command setting, figure, largest allowed value)."""
+
+    def forward_flags(self) -> list[str]:
+        low, high = self.forward
+        return ["--env.commands.lin-vel-x", str(low), str(high), "--env.commands.lin-vel-y", "0", "0",
+                "--env.commands.yaw-rate", "0", "0"]  # fmt: skip
+
+
+QUADRUPED_PROFILE = Profile(
+    "cpu-locomotion",
+    (0.5, 1.0),
+    (
+        ("forward", "mean_lin_vel_error", 0.20),
+        ("forward", "early_termination_rate", 0.0),
+        ("full", "mean_lin_vel_error", 0.30),
+        ("full", "mean_yaw_rate_error", 0.40),
+        ("full", "early_termination_rate", 0.05),
+    ),
+)
+PROFILES = {
+    HUMANOID: Profile(
+        "cpu-humanoid",
+        (0.3, 0.8),
+        (
+            ("forward", "mean_lin_vel_error", 0.15),
+            ("forward", "mean_yaw_rate_error", 0.20),
+            ("forward", "early_termination_rate", 0.0),
+            ("full", "early_termination_rate", 0.05),
+        ),
+    )
+}
 CURVES = [
     "mean_episode_return",
     "eval/mean_lin_vel_error",
@@ -61,8 +97,12 @@ def markers(task: str) -> tuple[str, str]:
     return f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
 
 
+def profile(task: str) -> Profile:
+    return PROFILES.get(task, QUADRUPED_PROFILE)
+
+
 def train(task: str, log_root: Path, resume: bool) -> Path:
-    command = [str(BIN / "train"), task, "--device", "cpu", "--config", str(ROOT / "configs/cpu-locomotion.yaml")]
+    command = [str(BIN / "train"), task, "--device", "cpu", "--preset", profile(task).preset]
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
     return max((log_root / task).glob("20*"))
@@ -78,24 +118,28 @@ def metrics_lines(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def first_eval_meeting_targets(lines: list[dict]) -> dict | None:
+def first_eval_meeting_targets(lines: list[dict], targets: tuple[tuple[str, str, float], ...]) -> dict | None:
     """The first periodic evaluation (full command distribution) within the full-set targets."""
     for line in lines:
         if "eval/mean_lin_vel_error" not in line:
             continue
-        ok = all(line[f"eval/{figure}"] <= limit for cmds, figure, limit in TARGETS if cmds == "full")
+        ok = all(line[f"eval/{figure}"] <= limit for cmds, figure, limit in targets if cmds == "full")
         if ok:
             return line
     return None
 
 
 def report(task: str, run_dir: Path, episodes: int) -> str:
-    results = {}
-    for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", ["--zero-actions", "True"])):
-        for cmds, flags in (("forward", FORWARD), ("full", [])):
+    results, targets = {}, profile(task).targets
+    # The zero-action baseline runs the robot the preset trains (its locked joints).
+    preset = yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
+    locked = preset.get("env", {}).get("robot", {}).get("locked_joints", [])
+    zero = ["--zero-actions", "True", *(["--env.robot.locked-joints", *locked] if locked else [])]
+    for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", zero)):
+        for cmds, flags in (("forward", profile(task).forward_flags()), ("full", [])):
             results[policy, cmds] = play(task, episodes, source, flags)
     lines = metrics_lines(run_dir)
-    last, reached = lines[-1], first_eval_meeting_targets(lines)
+    last, reached = lines[-1], first_eval_meeting_targets(lines, targets)
     images = []
     for x in ("env_steps", "wall_s"):
         name = "" if task == GO1 else task.rsplit("-", 1)[-1].lower() + "_"
@@ -115,7 +159,7 @@ def report(task: str, run_dir: Path, episodes: int) -> str:
     checks = [
         f"- {cmds} commands, {figure} ≤ {limit}: {results['trained', cmds][figure]:.3f} "
         f"{'**met**' if results['trained', cmds][figure] <= limit else '**not met**'}"
-        for cmds, figure, limit in TARGETS
+        for cmds, figure, limit in targets
     ]
     when = (
         f"The periodic evaluation (16 envs, full command distribution) first met the full-set targets at "

@@ -198,11 +198,13 @@ def test_only_the_height_scan_columns_have_a_std_floor(rough_env):
 
 def test_the_curriculum_judges_an_episode_before_its_reset(rough_env):
     """Env 0 ends its episode 2.5 m from its patch's centre (promoted), env 1 at the centre with
-    a 1 m/s command (demoted): the episode-end hook must see where they were, not the reset."""
+    commands that asked for 10 m (demoted): the episode-end hook must see where they were, not
+    the reset."""
     env = rough_env
     env.reset()
     env.terrain.level = torch.tensor([1, 1, 1, 1, 1])
     env.commands[legged.COMMAND][:] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    env.state.commanded_path[1] = torch.tensor([6.0, -8.0])
     center = env.terrain.patch_center()
     env.sim.qpos[0, :2] = center[0, :2] + torch.tensor([2.5, 0.0])
     env.sim.qpos[1, :2] = center[1, :2]
@@ -211,6 +213,32 @@ def test_the_curriculum_judges_an_episode_before_its_reset(rough_env):
     assert truncated[:2].all() and not terminated[:2].any()
     assert env.terrain.level[:2].tolist() == [2, 0]
     assert env.terrain.last_distance[0] == pytest.approx(2.5, abs=0.05)
+
+
+def test_the_commanded_path_is_the_command_turned_by_the_heading_and_starts_anew_at_a_reset(rough_env):
+    """The curriculum's yardstick: with the base turned to face +y, a command of 1 m/s forward
+    and 0.5 m/s to the left asks for a path towards (-0.5, 1) per second."""
+    env = rough_env
+    env.reset()
+    yaw = math.pi / 2
+    env.sim.qpos[:, 3:7] = torch.tensor([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+    env.sim.forward()
+    env.commands[legged.COMMAND][:] = torch.tensor([1.0, 0.5, 0.0, yaw])  # heading held: no turning
+    steps, expected = 10, torch.zeros(env.num_envs, 2)
+    for _ in range(steps):
+        env.step(torch.zeros(env.num_envs, env.num_actions))
+        w, z = env.sim.qpos[:, 3], env.sim.qpos[:, 6]  # the base stays about level: yaw from w and z
+        heading = 2 * torch.atan2(z, w)
+        forward = torch.stack([torch.cos(heading), torch.sin(heading)], dim=1)
+        left = torch.stack([-forward[:, 1], forward[:, 0]], dim=1)
+        expected += (1.0 * forward + 0.5 * left) * env.step_dt
+    assert (env.episode_length == steps).all()  # nobody fell, so no path was restarted
+    torch.testing.assert_close(env.state.commanded_path, expected, atol=2e-3, rtol=0)
+    # About (-0.5, 1) per second: the start's random spin turns it by a few degrees at most.
+    torch.testing.assert_close(expected, torch.tensor([-0.5, 1.0]).expand_as(expected) * steps * env.step_dt,
+                               atol=0.03, rtol=0)  # fmt: skip
+    env.reset()
+    assert not env.state.commanded_path.any()
 
 
 def test_leaving_the_grid_is_a_time_out(rough_env):

@@ -154,7 +154,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         },
         contacts=True,
         action_offset=mdp.home_joint_positions,
-        state=legged.FeetState,
+        state=legged.LeggedState,
         # Foot positions are read only after physics steps, and the foot speed skips each
         # episode's first step; everything else reads qpos/qvel, contacts or model fields. So
         # resets need no kinematics pass.
