@@ -427,3 +427,15 @@ def test_a_failing_rank_leaves_the_process_group(tmp_path):
     result = json.loads(out.read_text())
     assert result["error"] == "injected fault on rank 1 at iteration 0"
     assert result["group_left"]
+
+
+def test_bad_input_found_by_the_workers_is_not_restarted(log_root):
+    """A pattern that names no joint is only found at the first reward, in the workers: exit 2
+    is final whatever --max-restarts allows (each attempt would fail the same way)."""
+    bad = ["--env.rewards.joint-deviation", "-1", "--env.rewards.joint-deviation-joints", "nothing*"]
+    result = run_cli("train", "Mjrl-Velocity-Flat-Quadruped", *BASE, *bad, "--nproc-per-node", "2",
+                     "--max-restarts", "3", "--log-root", str(log_root))  # fmt: skip
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "match none of the joints" in line]
+    assert 1 <= len(errors) <= 2, result.stderr[-3000:]  # one attempt: at most one line per rank
+    assert "Traceback" not in result.stderr

@@ -73,3 +73,12 @@ def test_exports_plots_and_videos_that_cannot_be_written_leave_nothing(log_root,
         assert result.returncode == 2, (args, result.stderr[-2000:])
         assert "Traceback" not in result.stderr and f"cannot write {out}/" in result.stderr, result.stderr[-2000:]
         assert list(out.iterdir()) == [], (args, list(out.iterdir()))
+
+
+def test_an_export_whose_sidecar_cannot_be_written_leaves_no_model(log_root, tmp_path):
+    run_dir = start_run(log_root)
+    out = tmp_path / "out"
+    (out / "policy.onnx.json").mkdir(parents=True)  # the sidecar's path is taken by a directory
+    result = run_main("mjrl", "export", TASK, "--run-dir", str(run_dir), "--out", str(out / "policy.onnx"))
+    assert result.returncode == 2 and f"cannot write {out}/policy.onnx.json" in result.stderr, result.stderr[-2000:]
+    assert [p.name for p in out.iterdir()] == ["policy.onnx.json"]  # no model, no temporary file

@@ -13,6 +13,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import torch.distributed.launcher.api as launcher_api
+from torch.distributed.elastic.agent.server.api import RunResult, WorkerGroup, WorkerState
+from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -83,13 +86,30 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
     )
 
 
+class NoRetryOnBadInput(LocalElasticAgent):
+    """torch's agent, except that a worker ending with exit code 2 (bad input, or an output it
+    cannot write) is not restarted: it would fail the same way at every attempt, up to
+    `--max-restarts` times."""
+
+    def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
+        result = super()._monitor_workers(worker_group)
+        if result.state == WorkerState.FAILED and any(f.exitcode == 2 for f in result.failures.values()):
+            self._remaining_restarts = 0
+        return result
+
+
 def launch(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> dict[int, Any]:
     """Run `worker(*args)` on every local rank; returns {global rank: return value} of the
     ranks on this node. `worker` must be importable at module level (spawn start method)."""
     config = launch_config(opts)
     if not _hosts_the_store(opts):
         wait_for_endpoint(opts.rdzv_endpoint, opts.rdzv_timeout_s)
-    return elastic_launch(config, worker)(*args)
+    # torch's `launch_agent` builds its agent by this module-level name; there is no parameter.
+    standard, launcher_api.LocalElasticAgent = launcher_api.LocalElasticAgent, NoRetryOnBadInput
+    try:
+        return elastic_launch(config, worker)(*args)
+    finally:
+        launcher_api.LocalElasticAgent = standard
 
 
 def _hosts_the_store(opts: LaunchOptions) -> bool:

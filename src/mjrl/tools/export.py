@@ -21,7 +21,7 @@ import torch
 
 from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
-from mjrl.files import atomic_target, write_text
+from mjrl.files import atomic_target
 from mjrl.rl.networks import ActorCritic, DeployedActor
 
 Format = Literal["onnx", "torchscript"]
@@ -115,8 +115,6 @@ def export_policy(
     writers = {"onnx": _write_onnx, "torchscript": _write_torchscript}
     if fmt not in writers:
         raise UsageError(f"unknown export format {fmt!r}; expected onnx or torchscript")
-    with atomic_target(out, suffix=out.suffix) as tmp:
-        writers[fmt](model, example, tmp)
     sidecar = Sidecar(
         format=fmt,
         model_file=out.name,
@@ -145,7 +143,12 @@ def export_policy(
     if sum(t.size for t in sidecar.observation_terms) != obs_size:
         raise ValueError("observation terms do not add up to the actor's input size")
     sidecar_path = out.with_name(out.name + ".json")
-    write_text(sidecar_path, sidecar.to_json())
+    # Both written to temporaries first, renamed into place only when both are whole: a model
+    # without its sidecar (a full disk between the two) would be unusable and look finished.
+    with atomic_target(out, suffix=out.suffix) as model_tmp:
+        writers[fmt](model, example, model_tmp)
+        with atomic_target(sidecar_path) as sidecar_tmp:
+            sidecar_tmp.write_text(sidecar.to_json())
     return out, sidecar_path
 
 
