@@ -170,3 +170,5 @@ def test_a_version_1_sidecar_reads_with_its_one_scale_for_every_action():
     assert Sidecar.from_json(json.dumps(old)) == sidecar
     with pytest.raises(UsageError, match="not an mjrl-policy/2 sidecar"):
         Sidecar.from_json(json.dumps(old | {"schema": "other/1"}))
+    with pytest.raises(UsageError, match="malformed mjrl-policy/2 sidecar"):
+        Sidecar.from_json(json.dumps({k: v for k, v in old.items() if k != "action_offset"}))

@@ -439,3 +439,17 @@ def test_bad_input_found_by_the_workers_is_not_restarted(log_root):
     errors = [line for line in result.stderr.splitlines() if "match none of the joints" in line]
     assert 1 <= len(errors) <= 2, result.stderr[-3000:]  # one attempt: at most one line per rank
     assert "Traceback" not in result.stderr
+
+
+def test_bad_output_on_one_rank_ends_the_job_without_a_restart(log_root):
+    """Rank 0 alone cannot write its checkpoint (over a file-size limit): the other rank, told
+    through the abort, exits 2 as well, so whichever exit the agent sees first, nothing restarts."""
+    short = ("--runner.save-interval", "1", "--runner.max-iterations", "3")
+    result = run_cli("train", TASK, *BASE, *short, "--nproc-per-node", "2", "--max-restarts", "2",
+                     "--log-root", str(log_root), file_size_limit=50_000)  # fmt: skip
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert len([line for line in result.stderr.splitlines() if "cannot write" in line]) == 1, result.stderr[-3000:]
+    assert "watchdog" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (run_dir,) = (log_root / TASK).glob("20*")
+    attempts = re.findall(r"^rank 0 pid \d+ ", (run_dir / "ranks" / "rank_0.log").read_text(), re.M)
+    assert len(attempts) == 1

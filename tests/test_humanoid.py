@@ -10,9 +10,10 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+import yaml
 from conftest import TINY_RUN, read_jsonl, run_main
 
-from mjrl.envs import VecEnv
+from mjrl.envs import Robot, RobotConfig, VecEnv
 from mjrl.errors import UsageError
 from mjrl.sim import Scene
 from mjrl.sim.terrain import TerrainConfig
@@ -147,3 +148,67 @@ def test_the_cpu_preset_trains_the_legs_and_logs_the_biped_terms(log_root):
     checkpoint = torch.load(next((run_dir / "checkpoints").iterdir()), map_location="cpu", weights_only=False)
     weights = [value for name, value in checkpoint["policy"].items() if name.startswith("actor.") and "weight" in name]
     assert weights[-1].shape[0] == 12  # the legs only
+
+
+ARM = """<mujoco>
+  <worldbody>
+    <body name="base" pos="0 0 1"><freejoint/><geom size="0.1"/>
+      <body pos="0.1 0 0" euler="0 30 0">
+        <joint name="twist" axis="1 0 0" ref="0.3"/>
+        <joint name="bend" axis="0 1 0" pos="0 0 0.05"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/>
+        <body pos="0 0 -0.3"><joint name="wrist" axis="0 0 1"/><geom size="0.03"/></body>
+      </body>
+      <frame pos="0 0.2 0"><body name="framed"><joint name="in_frame"/><geom size="0.02"/></body></frame>
+    </body>
+  </worldbody>
+  <actuator><position joint="twist"/><position joint="bend"/><position joint="wrist"/></actuator>
+  <keyframe><key name="home" qpos="0 0 1 1 0 0 0  0.9 -0.6 0.4 0.2" ctrl="0.9 -0.6 0.4"/></keyframe>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("locked", [("twist",), ("twist", "bend"), ("wrist", "twist")])
+def test_locking_is_exact_with_a_joint_reference_and_several_joints_in_a_body(tmp_path, locked):
+    xml = tmp_path / "arm.xml"
+    xml.write_text(ARM)
+    full, _ = Scene(xml).build()
+    held, _ = Scene(xml, locked_joints=locked).build()  # unnamed actuators, a body oriented by euler
+    assert held.nu == 3 - len(locked)
+    at_home, welded = home_poses(full), home_poses(held)
+    np.testing.assert_allclose(welded.xpos, at_home.xpos, atol=1e-9)
+    np.testing.assert_allclose(welded.xquat, at_home.xquat, atol=1e-9)
+
+
+def test_joints_that_welding_cannot_describe_are_refused(tmp_path):
+    xml = tmp_path / "arm.xml"
+    xml.write_text(ARM)
+    for locked, message in [
+        (("bend",), "'bend' follows a joint of its body that is not locked"),
+        (("in_frame",), "the body of 'in_frame' sits in a <frame>"),
+        (("twist", "twist"), "names a joint twice"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            Scene(xml, locked_joints=locked).build()
+
+
+def test_the_cpu_preset_locks_what_the_task_module_calls_the_upper_body():
+    preset = yaml.safe_load((Path(__file__).parents[1] / "configs" / "cpu-humanoid.yaml").read_text())
+    assert tuple(preset["env"]["robot"]["locked_joints"]) == UPPER_BODY_JOINTS
+
+
+def test_per_joint_scales_need_position_servos_and_a_locked_joint_cannot_be_actuated(tmp_path):
+    motor = ARM.replace('<position joint="twist"/>', '<motor joint="twist" forcerange="-30 30"/>')
+    robot = RobotConfig(mjcf="", base_body="base", action_scale_from_torque=0.25)
+    xml = tmp_path / "motor_arm.xml"
+    xml.write_text(motor.replace("<position ", '<position forcerange="-5 5" '))
+    model, _ = Scene(xml, TerrainConfig()).build()
+    servos = dataclasses.replace(robot, joints=("bend", "wrist"))
+    scaled = Robot.resolve(
+        Scene(xml, TerrainConfig(), locked_joints=("twist",)).build()[0], servos, torch.device("cpu")
+    )
+    torch.testing.assert_close(scaled.action_scale, torch.full((2,), 0.25 * 5 / 1.0))  # kp 1: MuJoCo's default
+    with pytest.raises(UsageError, match="needs position actuators"):
+        Robot.resolve(model, robot, torch.device("cpu"))
+    welded = dataclasses.replace(robot, joints=("twist", "bend"), locked_joints=("twist",))
+    with pytest.raises(UsageError, match="joints lists twist, which locked_joints welds"):
+        Robot.resolve(model, welded, torch.device("cpu"))

@@ -19,7 +19,6 @@ from mjrl.tasks.velocity import velocity_task
 from mjrl.tasks.velocity.config import AGENT, CommandConfig, RandomizationConfig, RewardConfig, VelocityEnvConfig
 
 SIDES = ("left", "right")
-LEG_PARTS = ("hip", "thigh", "shank", "foot")
 ARM_JOINTS = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll")
 UPPER_BODY_JOINTS = ("waist_yaw_joint", *(f"{side}_{joint}_joint" for side in SIDES for joint in ARM_JOINTS))
 """What the CPU preset locks at home."""

@@ -145,9 +145,10 @@ def commanded_world_velocity(env: VecEnv) -> torch.Tensor:
 
 def lowest_point_depth(env: VecEnv) -> torch.Tensor:
     """(n, feet): how far below its centre each foot geom reaches, in its current orientation.
-    For a geom whose local axes have vertical components z_j and half-sizes s_j: a sphere r,
-    a capsule (along z) r + s_2 |z_2|, a box sum |z_j| s_j, a cylinder r sqrt(1 - z_2^2) + s_2 |z_2|,
-    an ellipsoid sqrt(sum (z_j s_j)^2)."""
+    With z_j the vertical components of the geom's local axes, s_j a box's or an ellipsoid's
+    half-sizes, r a radius and h a half-length (along local z): a sphere r, a capsule r + h |z_2|,
+    a box sum |z_j| s_j, a cylinder r sqrt(1 - z_2^2) + h |z_2|, an ellipsoid sqrt(sum (z_j s_j)^2).
+    The terrain height is read under the foot's centre, not under its lowest point."""
     robot = env.robot
     size = robot.foot_sizes
     if robot.foot_shape == mujoco.mjtGeom.mjGEOM_SPHERE:
@@ -221,7 +222,8 @@ def feet_single_stance(env: VecEnv, threshold: float) -> torch.Tensor:
 
 def feet_tilt(env: VecEnv) -> torch.Tensor:
     """Sum over feet of the squared horizontal components of gravity in the foot's frame: 0 for
-    soles parallel to level ground (flat feet land flat and push off flat)."""
+    soles parallel to level ground (flat feet land flat and push off flat). For feet whose
+    geom's local z is the sole's normal (boxes); it means nothing for spheres."""
     axes_z = env.sim.geom_xmat.index_select(1, env.robot.foot_geoms)[..., 2, :2]  # z of the feet's x, y axes
     return torch.sum(axes_z**2, dim=(1, 2))
 

@@ -105,10 +105,13 @@ class Watchdog:
         self._last_progress = time.monotonic()
         self._collective_since = None
 
-    def abort(self, reason: str) -> None:
-        """Tell every rank to stop, giving `reason` (which names the rank at fault)."""
+    def abort(self, reason: str, exit_code: int = EXIT_CODE) -> None:
+        """Tell every rank to stop, giving `reason` (which names the rank at fault). They exit
+        with `exit_code`: 2 when the job's input is bad, so that whichever rank's exit the
+        launcher sees first, it knows that a restart would fail the same way."""
         try:
             if not self.store.check(["abort"]):
+                self.store.set("abort_code", str(exit_code))  # before the flag that others poll
                 self.store.set("abort", reason)
         except Exception:  # the store may be gone too; the launcher still sees this rank die
             pass
@@ -122,7 +125,13 @@ class Watchdog:
 
     def exit_for_abort(self, reason: str) -> None:
         """End this process as the watchdog thread does when it sees an abort posted."""
-        self._exit(reason)
+        self._exit(reason, self._posted_exit_code())
+
+    def _posted_exit_code(self) -> int:
+        try:
+            return int(self.store.get("abort_code")) if self.store.check(["abort_code"]) else EXIT_CODE
+        except Exception:
+            return EXIT_CODE
 
     # The thread --------------------------------------------------------------------------
 
@@ -137,7 +146,7 @@ class Watchdog:
             try:
                 self.store.set(f"tick/{self.rank}", str(tick))
                 if self.store.check(["abort"]):
-                    self._exit(self.store.get("abort").decode())
+                    self._exit(self.store.get("abort").decode(), self._posted_exit_code())
                 keys = [f"tick/{r}" for r in watched]
                 # `multi_get` waits for missing keys: read them all once every peer has started.
                 all_started = all_started or self.store.check(keys)
@@ -183,11 +192,12 @@ class Watchdog:
         self.abort(reason)
         self._exit(reason)
 
-    def _exit(self, reason: str) -> None:
-        print(f"mjrl watchdog (rank {self.rank}): {reason}", file=sys.__stderr__, flush=True)
+    def _exit(self, reason: str, code: int = EXIT_CODE) -> None:
+        if code != 2:  # bad input: the rank that found it has said so, in one line
+            print(f"mjrl watchdog (rank {self.rank}): {reason}", file=sys.__stderr__, flush=True)
         if self.error_file:
             # torch's elastic agent reads this file and its launcher reports the message.
             record = {"message": {"message": reason, "extraInfo": {"timestamp": str(int(time.time()))}}}
             with contextlib.suppress(OSError), open(self.error_file, "w") as f:
                 json.dump(record, f)
-        os._exit(EXIT_CODE)
+        os._exit(code)

@@ -33,7 +33,7 @@ def run_rank(
         # Stop this rank's watchdog first: an abort seen now would turn this exit 2 into 75.
         ctx.watchdog.stop()
         if not isinstance(exc, SharedUsageError):  # the others do not know yet
-            ctx.watchdog.abort(f"rank {ctx.rank}: {exc}")
+            ctx.watchdog.abort(f"rank {ctx.rank}: {exc}", exit_code=2)
         # Leave the process group before exiting: torch's threads still running at interpreter
         # exit abort the process (SIGABRT instead of exit code 2).
         shutdown_distributed()

@@ -59,6 +59,7 @@ class RobotConfig:
     the same share of its torque, whatever its motor (mjlab's humanoid rule, 0.25 tau_max / kp).
     0: every joint takes the task's `action_scale`."""
 
+    bounds: ClassVar[dict] = {"action_scale_from_torque": ">= 0"}
     # The floor left the robots' files with issue 22; older runs' config.yaml still name it.
     retired: ClassVar[tuple[str, ...]] = ("floor_geom",)
 
@@ -104,6 +105,8 @@ class Robot:
     @classmethod
     def resolve(cls, model: mujoco.MjModel, cfg: RobotConfig, device: torch.device) -> Robot:
         """Look every name up in `model`; a UsageError says which name is wrong and what exists."""
+        if welded := [name for name in cfg.joints if name in cfg.locked_joints]:
+            raise UsageError(f"robot config: joints lists {', '.join(welded)}, which locked_joints welds; drop it")
         base = _id(model, mujoco.mjtObj.mjOBJ_BODY, cfg.base_body, "base_body")
         free = model.body_jntadr[base]
         if free < 0 or int(model.jnt_type[free]) != int(mujoco.mjtJoint.mjJNT_FREE):
@@ -159,11 +162,16 @@ def _foot_shape(model: mujoco.MjModel, feet: list[int]) -> int:
 
 def _torque_action_scale(model: mujoco.MjModel, share: float, device: torch.device) -> torch.Tensor | None:
     """share x torque limit / position gain, per actuator; None when `share` is 0."""
-    if share <= 0:
+    if share == 0:
         return None
     kp = model.actuator_gainprm[:, 0]
     limit = np.minimum(-model.actuator_forcerange[:, 0], model.actuator_forcerange[:, 1])
-    usable = (kp > 0) & model.actuator_forcelimited.astype(bool) & (limit > 0)
+    # A position servo: force = kp (ctrl - q) - kv qdot, i.e. a fixed gain kp and an affine bias -kp q.
+    servo = (model.actuator_gaintype == mujoco.mjtGain.mjGAIN_FIXED) & (
+        model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE
+    )
+    servo &= np.isclose(model.actuator_biasprm[:, 1], -kp)
+    usable = servo & (kp > 0) & model.actuator_forcelimited.astype(bool) & (limit > 0)
     if model.nu == 0 or not usable.all():
         raise UsageError(
             "robot config: action_scale_from_torque needs position actuators with a gain (kp) and a "

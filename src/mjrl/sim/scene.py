@@ -72,38 +72,34 @@ def _lock_joints(spec: mujoco.MjSpec, names: tuple[str, ...], keyframe: str, pat
     """Weld each hinge of `names` at its angle in `keyframe`: its child body turns by that angle
     about the joint's anchor and axis (its frame at the locked angle becomes its fixed frame),
     then the joint, its actuators and its keyframe entries go."""
-    model = spec.compile()
+    model = _compiled(spec, path)
     key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe)
     if key < 0:
         raise UsageError(f"cannot lock joints of {path}: it has no keyframe {keyframe!r}")
-    locked = []
-    for name in names:
-        j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
-        if j < 0 or int(model.jnt_type[j]) != int(mujoco.mjtJoint.mjJNT_HINGE):
-            raise UsageError(f"locked_joints: {path} has no hinge joint {name!r}; name hinge joints of the robot")
-        locked.append(j)
+    locked = _lockable(model, spec, names, path)
     # A body's frame as compiled (whatever orientation its MJCF gave), then turned by each of
-    # its locked joints in model order, the order in which they apply.
+    # its locked joints in model order, the order in which they apply. A hinge turns by its
+    # angle from its reference (qpos0).
     frames: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for j in sorted(locked):
-        b = int(model.jnt_bodyid[j])
+        b, adr = int(model.jnt_bodyid[j]), model.jnt_qposadr[j]
         pos, quat = frames.get(b, (model.body_pos[b].copy(), model.body_quat[b].copy()))
-        angle = float(model.key_qpos[key, model.jnt_qposadr[j]])
+        angle = float(model.key_qpos[key, adr] - model.qpos0[adr])
         frames[b] = _turned(pos, quat, model.jnt_pos[j], model.jnt_axis[j], angle)
-    for b, (pos, quat) in frames.items():
-        body = spec.body(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b))
+    for j in locked:
+        body = spec.joint(names[locked.index(j)]).parent
         body.alt.type = mujoco.mjtOrientation.mjORIENTATION_QUAT
+        pos, quat = frames[int(model.jnt_bodyid[j])]
         body.pos, body.quat = pos.tolist(), quat.tolist()
     # Keyframe entries of the remaining joints and actuators, in model order.
     keep_qpos = np.ones(model.nq, dtype=bool)
     keep_qpos[[model.jnt_qposadr[j] for j in locked]] = False
     keep_dof = np.ones(model.nv, dtype=bool)
     keep_dof[[model.jnt_dofadr[j] for j in locked]] = False
-    keep_ctrl = np.ones(model.nu, dtype=bool)
-    for a in range(model.nu):
-        if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.actuator_trnid[a, 0] in locked:
-            keep_ctrl[a] = False
-            spec.delete(spec.actuator(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, a)))
+    keep_ctrl = ~np.isin(model.actuator_trnid[:, 0], locked) | (model.actuator_trntype != mujoco.mjtTrn.mjTRN_JOINT)
+    actuators = list(spec.actuators)  # in model order
+    for a in np.flatnonzero(~keep_ctrl):
+        spec.delete(actuators[a])
     for name in names:
         spec.delete(spec.joint(name))
     # Last: deleting a joint empties the keyframes.
@@ -111,6 +107,36 @@ def _lock_joints(spec: mujoco.MjSpec, names: tuple[str, ...], keyframe: str, pat
         saved.qpos = model.key_qpos[k][keep_qpos].tolist()
         saved.qvel = model.key_qvel[k][keep_dof].tolist()
         saved.ctrl = model.key_ctrl[k][keep_ctrl].tolist()
+
+
+def _compiled(spec: mujoco.MjSpec, path: Path) -> mujoco.MjModel:
+    try:
+        return spec.compile()
+    except ValueError as exc:
+        message = " ".join(str(exc).split())
+        raise UsageError(f"cannot compile the scene of {path}: {message}") from None
+
+
+def _lockable(model: mujoco.MjModel, spec: mujoco.MjSpec, names: tuple[str, ...], path: Path) -> list[int]:
+    """The ids of the joints `names` (in that order), each checked to be one that welding at
+    its angle describes exactly: a hinge, in a body outside any <frame>, after no joint of its
+    body that stays (the body's frame turns before the joints that stay)."""
+    if len(set(names)) != len(names):
+        raise UsageError(f"locked_joints names a joint twice: {', '.join(names)}")
+    ids = []
+    for name in names:
+        j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        if j < 0 or int(model.jnt_type[j]) != int(mujoco.mjtJoint.mjJNT_HINGE):
+            raise UsageError(f"locked_joints: {path} has no hinge joint {name!r}; name hinge joints of the robot")
+        if spec.joint(name).parent.frame is not None:
+            raise UsageError(f"locked_joints: the body of {name!r} sits in a <frame> of {path}; move it out to lock it")
+        ids.append(j)
+    for j, name in zip(ids, names, strict=True):
+        body = model.jnt_bodyid[j]
+        earlier = range(model.body_jntadr[body], j)
+        if any(k not in ids for k in earlier):
+            raise UsageError(f"locked_joints: {name!r} follows a joint of its body that is not locked; lock that too")
+    return ids
 
 
 def _turned(

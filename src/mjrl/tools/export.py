@@ -81,12 +81,15 @@ class Sidecar:
     def from_json(cls, text: str) -> Sidecar:
         data = json.loads(text)
         if data.get("schema") == "mjrl-policy/1":  # one scale for every action
-            data |= {"schema": SCHEMA, "action_scale": [data["action_scale"]] * data["action_size"]}
+            data |= {"schema": SCHEMA, "action_scale": [data.get("action_scale")] * len(data.get("action_offset", ()))}
         if data.get("schema") != SCHEMA:
             raise UsageError(f"not an {SCHEMA} sidecar (schema {data.get('schema')!r})")
-        terms = tuple(ObsTerm(**t) for t in data.pop("observation_terms"))
-        tuples = {k: tuple(data.pop(k)) for k in ("action_joints", "action_offset", "action_scale")}
-        return cls(observation_terms=terms, **tuples, **data)
+        try:
+            terms = tuple(ObsTerm(**t) for t in data.pop("observation_terms"))
+            tuples = {k: tuple(data.pop(k)) for k in ("action_joints", "action_offset", "action_scale")}
+            return cls(observation_terms=terms, **tuples, **data)
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"a malformed {SCHEMA} sidecar ({type(exc).__name__}: {exc})") from None
 
 
 def default_output(run_dir: Path, fmt: Format) -> Path:
