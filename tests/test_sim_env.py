@@ -126,6 +126,24 @@ def test_episodes_started_at_random_points_are_not_counted():
     assert env.episode_stats()[2] == 8
 
 
+def test_a_resumed_env_goes_on_from_the_saved_window_of_finished_episodes():
+    """A resumed run logs the return of the episodes before the stop too: without them, its first
+    figures would be those of the first episodes to end after the resume, the shortest."""
+    env = make_env(episode_length_s=0.25, random_initial_episode_length=False)
+    for _ in range(12):  # two whole episodes per env: 16 finished
+        env.step(torch.randn(8, 1, generator=torch.Generator().manual_seed(3)))
+    saved = env.resume_state()
+    before = env.episode_stats()
+    assert before[2] == 16
+    resumed = make_env(episode_length_s=0.25, random_initial_episode_length=False)
+    resumed.load_resume_state(saved)
+    assert torch.equal(resumed.episode_stats(), before)
+    env.step(torch.zeros(8, 1))  # the saved state is a copy, not a view of the live window
+    assert torch.equal(saved["episodes_finished"], torch.tensor(16))
+    resumed.load_resume_state({})  # a checkpoint from before the window was kept: nothing to take
+    assert torch.equal(resumed.episode_stats(), before)
+
+
 def test_observation_noise_only_on_actor_group():
     env = make_env(obs_noise=True)
     obs = env.compute_obs()

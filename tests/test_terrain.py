@@ -296,11 +296,11 @@ def test_a_resume_puts_every_env_back_on_its_saved_row(rough_env):
     reached (a run of another number of envs keeps its fresh rows)."""
     env = rough_env
     env.terrain.level = torch.tensor([2, 2, 1, 0, 2])
-    saved = env.curriculum_state()
+    saved = env.resume_state()
     env.terrain.level = torch.zeros(env.num_envs, dtype=torch.long)
-    env.load_curriculum_state(saved)
+    env.load_resume_state(saved)
     assert env.terrain.level.tolist() == [2, 2, 1, 0, 2]
     center = env.terrain.patch_center()
     assert torch.all((env.sim.qpos[:, :2] - center[:, :2]).abs() <= SMALL.spawn_jitter + 1e-5)
-    env.load_curriculum_state({"terrain_level": torch.zeros(3, dtype=torch.long)})
+    env.load_resume_state({"terrain_level": torch.zeros(3, dtype=torch.long)})
     assert env.terrain.level.tolist() == [2, 2, 1, 0, 2]

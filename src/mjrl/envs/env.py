@@ -126,14 +126,27 @@ class VecEnv:
         self.after_physics()
         self.obs = self.compute_obs(restarted=everything)
 
-    def curriculum_state(self) -> dict[str, torch.Tensor]:
-        """What a checkpoint keeps of the env beyond its random stream: the terrain rows of the
-        envs, so that a resumed run goes on from the curriculum it had reached."""
-        return {"terrain_level": self.terrain.level.clone()} if self.terrain is not None else {}
+    def resume_state(self) -> dict[str, torch.Tensor]:
+        """What a checkpoint keeps of the env beyond its random stream: the window of finished
+        episodes, so that a resumed run's logged return and length go on from where they were
+        (not from the first episodes to end after the resume, which are the falls), and the
+        terrain rows of the envs, so that it goes on from the curriculum it had reached."""
+        state = {
+            "episode_returns": self._finished_returns.clone(),
+            "episode_lengths": self._finished_lengths.clone(),
+            "episodes_finished": self._finished_total.clone(),
+        }
+        if self.terrain is not None:
+            state["terrain_level"] = self.terrain.level.clone()
+        return state
 
-    def load_curriculum_state(self, saved: dict[str, torch.Tensor]) -> None:
-        """Take the rows of `curriculum_state` (when the run had the same number of envs) and
-        start every env's episode afresh on its row."""
+    def load_resume_state(self, saved: dict[str, torch.Tensor]) -> None:
+        """Take what `resume_state` kept: the episode window, and the rows (when the run had the
+        same number of envs), starting every env's episode afresh on its row."""
+        if "episodes_finished" in saved and saved["episode_returns"].shape == self._finished_returns.shape:
+            self._finished_returns.copy_(saved["episode_returns"])
+            self._finished_lengths.copy_(saved["episode_lengths"])
+            self._finished_total.copy_(saved["episodes_finished"])
         level = saved.get("terrain_level")
         if self.terrain is None or level is None or level.shape != self.terrain.level.shape:
             return

@@ -91,10 +91,7 @@ def checkpoint_contents(
         "obs_dims": dict(env.obs_dims),
         "num_actions": env.num_actions,
     }
-    # Only envs with a terrain curriculum add the key: other tasks' checkpoints keep their keys.
-    curriculum = env.curriculum_state()
-    if curriculum:
-        checkpoint["curriculum"] = curriculum
+    checkpoint["env"] = env.resume_state()
     return checkpoint
 
 
@@ -104,7 +101,8 @@ def restore_training_state(checkpoint: dict[str, Any], algorithm: Algorithm, env
     returns the run's counters."""
     algorithm.load_state_dict(checkpoint)
     # Before the random streams: the envs restart their episodes on their saved rows.
-    env.load_curriculum_state(checkpoint.get("curriculum", {}))
+    # Checkpoints from before the episode window was kept held the rows under "curriculum".
+    env.load_resume_state(checkpoint.get("env", checkpoint.get("curriculum", {})))
     RngStates.from_dict(checkpoint["rng"]).restore(env, algorithm)
     return TrainingState(
         iteration=checkpoint["iteration"],
