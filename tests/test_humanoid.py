@@ -212,3 +212,16 @@ def test_per_joint_scales_need_position_servos_and_a_locked_joint_cannot_be_actu
     welded = dataclasses.replace(robot, joints=("twist", "bend"), locked_joints=("twist",))
     with pytest.raises(UsageError, match="joints lists twist, which locked_joints welds"):
         Robot.resolve(model, welded, torch.device("cpu"))
+
+
+def test_mirror_images_must_have_the_same_action_scale(tmp_path):
+    """With per-joint scales, a mirrored action moves a joint's image as far only when both
+    motors match: a weaker left knee makes the robot's symmetry unusable, and says why."""
+    xml = tmp_path / "humanoid.xml"
+    knee = '<position name="left_knee" joint="left_knee_joint" class="m7520_22"/>'
+    xml.write_text(XML.read_text().replace(knee, knee.replace("/>", ' forcerange="-100 100"/>')))
+    robot = dataclasses.replace(load_task(TASK).env_cfg.robot, mjcf=str(xml))
+    model, _ = Scene(xml, TerrainConfig()).build()
+    assert "different action scales" in Robot.resolve(model, robot, torch.device("cpu")).mirror_error
+    intact, _ = Scene(XML, TerrainConfig()).build()
+    assert Robot.resolve(intact, load_task(TASK).env_cfg.robot, torch.device("cpu")).mirror_error is None

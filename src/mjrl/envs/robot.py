@@ -137,10 +137,10 @@ class Robot:
             foot_geoms=torch.tensor(feet, dtype=torch.long, device=device),
             foot_shape=_foot_shape(model, feet),
             foot_sizes=torch.tensor(model.geom_size[feet], dtype=torch.float32, device=device).view(-1, 3),
-            action_scale=_torque_action_scale(model, cfg.action_scale_from_torque, device),
+            action_scale=(scale := _torque_action_scale(model, cfg.action_scale_from_torque, device)),
             fatal_geoms=geoms(cfg.fatal_contact_geoms, "fatal_contact_geoms"),
             undesired_geoms=geoms(cfg.undesired_contact_geoms, "undesired_contact_geoms"),
-            **_mirrors(model, cfg, base, joints, home, device),
+            **_mirrors(model, cfg, base, joints, home, device, scale),
         )
 
 
@@ -270,7 +270,13 @@ def _joint_mirror(model: mujoco.MjModel, cfg: RobotConfig, base: int, joints: li
 
 
 def _mirrors(
-    model: mujoco.MjModel, cfg: RobotConfig, base: int, joints: list[int], home: int, device: torch.device
+    model: mujoco.MjModel,
+    cfg: RobotConfig,
+    base: int,
+    joints: list[int],
+    home: int,
+    device: torch.device,
+    action_scale: torch.Tensor | None,
 ) -> dict:
     if not cfg.mirror_names:
         return {}
@@ -278,6 +284,9 @@ def _mirrors(
         joint_mirror, foot_mirror = _joint_mirror(model, cfg, base, joints, home), _foot_mirror(model, cfg)
     except UsageError as exc:
         return {"mirror_error": str(exc)}
+    # A mirrored action must move the image joint as far as the action moves the joint.
+    if action_scale is not None and not torch.allclose(action_scale.cpu()[joint_mirror.source], action_scale.cpu()):
+        return {"mirror_error": "robot config: mirror-image joints have different action scales (their motors differ)"}
     return {"joint_mirror": joint_mirror.to(device), "foot_mirror": foot_mirror.to(device)}
 
 
