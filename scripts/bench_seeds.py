@@ -5,7 +5,7 @@
     python scripts/bench_seeds.py --log-root /work/runs/seeds --seeds 1 2 3 --report-only  # tables only
     python scripts/bench_seeds.py --log-root /tmp/s --seeds 1 --poll-s 1 -- --env.num-envs 16 --runner.max-iterations 2
 
-Each seed trains `train TASK --device cpu --config configs/cpu-locomotion.yaml --seed S` (the
+Each seed trains `train TASK --device cpu --preset cpu-locomotion --seed S` (the
 README's CPU preset, evaluated every 50 iterations) until the periodic evaluation first meets
 the full-distribution flat targets of `bench_locomotion.py`, then stops it with SIGTERM, as a
 preemption would (a checkpoint is written). A seed that was cut off is continued with
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_locomotion import BIN, FORWARD, GO1, ROOT, first_eval_meeting_targets, metrics_lines, play
+from bench_locomotion import BIN, GO1, first_eval_meeting_targets, metrics_lines, play, profile
 
 from mjrl.envs.robot import mirror_name
 from mjrl.tasks import load_task
@@ -47,9 +47,10 @@ def train_until_targets(task: str, log_root: Path, seed: int, symmetry: bool, po
     preset's last iteration."""
     name = run_name(seed, symmetry)
     run_dir = find_run(log_root, task, name)
-    if run_dir is not None and first_eval_meeting_targets(metrics_lines(run_dir)):
+    targets = profile(task).targets
+    if run_dir is not None and first_eval_meeting_targets(metrics_lines(run_dir), targets):
         return run_dir
-    command = [str(BIN / "train"), task, "--device", "cpu", "--config", str(ROOT / "configs/cpu-locomotion.yaml")]
+    command = [str(BIN / "train"), task, "--device", "cpu", "--preset", profile(task).preset]
     command += ["--seed", str(seed), "--log-root", str(log_root), *(SYMMETRY if symmetry else []), *extra]
     command += ["--resume-dir", str(run_dir)] if run_dir else ["--run-name", name]
     process = subprocess.Popen(command)
@@ -58,7 +59,7 @@ def train_until_targets(task: str, log_root: Path, seed: int, symmetry: bool, po
         time.sleep(poll_s)
         run_dir = run_dir or find_run(log_root, task, name)
         metrics = run_dir / "metrics.jsonl" if run_dir else None
-        if metrics and metrics.exists() and first_eval_meeting_targets(metrics_lines(run_dir)):
+        if metrics and metrics.exists() and first_eval_meeting_targets(metrics_lines(run_dir), targets):
             process.send_signal(signal.SIGTERM)  # writes a checkpoint and exits
             process.wait()
             stopped = True
@@ -70,7 +71,7 @@ def train_until_targets(task: str, log_root: Path, seed: int, symmetry: bool, po
 
 def gait(task: str, run_dir: Path, episodes: int) -> dict:
     """Forward-command figures of the run's last checkpoint, per foot included."""
-    return play(task, episodes, ["--run-dir", str(run_dir)], FORWARD)
+    return play(task, episodes, ["--run-dir", str(run_dir)], profile(task).forward_flags())
 
 
 def foot_pairs(task: str) -> list[tuple[str, str]]:
@@ -90,7 +91,7 @@ HEADER = [
 def seed_row(task: str, seed: int, run_dir: Path, episodes: int) -> tuple[str, float | None]:
     """The seed's table row and the env steps it took to meet the targets (None if it did not)."""
     history = metrics_lines(run_dir)
-    reached = first_eval_meeting_targets(history)
+    reached = first_eval_meeting_targets(history, profile(task).targets)
     figures = gait(task, run_dir, episodes)
     contact, swing = [], []
     for left, right in foot_pairs(task):

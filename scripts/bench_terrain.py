@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import torch
-from bench_locomotion import FORWARD, metrics_lines, play, replace_section
+from bench_locomotion import QUADRUPED_PROFILE, metrics_lines, play, replace_section
 
 from mjrl.sim import TERRAIN_TYPES, Scene
 from mjrl.tasks import load_task
@@ -44,7 +44,7 @@ from mjrl.tools.plots import plot_runs
 ROUGH, FLAT = "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Quadruped"
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-STRAIGHT = [*FORWARD, "--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]
+STRAIGHT = [*QUADRUPED_PROFILE.forward_flags(), "--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]
 # Success rate on the hardest row, per type: the definition of "climbs".
 SUCCESS_TARGETS = {"rough": 0.8, "slope_up": 0.8, "slope_down": 0.8, "stairs_down": 0.6, "stairs_up": 0.5}
 CURVES = [

@@ -1,0 +1,34 @@
+"""The benchmark scripts are commands users run from the docs: each must still import.
+
+They import each other's helpers (`bench_seeds` and `bench_terrain` use `bench_locomotion`'s), so
+a renamed helper breaks a benchmark that no other test runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+# These two run in the reference venv, which has rsl_rl (`scripts/rsl_rl_reference.py`).
+NEEDS_RSL_RL = {"rsl_rl_reference", "compare_update"}
+
+
+def test_every_benchmark_script_imports() -> None:
+    names = sorted(p.stem for p in SCRIPTS.glob("*.py") if p.stem not in NEEDS_RSL_RL)
+    assert "bench_seeds" in names and "bench_terrain" in names
+    # One interpreter imports them all, each on its own so one failure does not hide the next.
+    code = (
+        "import importlib, sys, traceback\n"
+        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
+        "failed = []\n"
+        f"for name in {names!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception:\n"
+        "        failed.append(name + ': ' + traceback.format_exc(limit=1).strip().splitlines()[-1])\n"
+        "print('\\n'.join(failed))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.strip() == "", f"scripts that no longer import:\n{out.stdout}"
