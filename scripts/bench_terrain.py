@@ -44,7 +44,10 @@ from mjrl.tools.plots import plot_runs
 ROUGH, FLAT = "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Quadruped"
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-STRAIGHT = [*QUADRUPED_PROFILE.forward_flags(), "--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]
+STRAIGHT = [
+    *QUADRUPED_PROFILE.forward_flags(),
+    *("--env.commands.heading", "False", "--env.commands.standing-fraction", "0"),
+]
 # Success rate on the hardest row, per type: the definition of "climbs".
 SUCCESS_TARGETS = {"rough": 0.8, "slope_up": 0.8, "slope_down": 0.8, "stairs_down": 0.6, "stairs_up": 0.5}
 CURVES = [
