@@ -1,0 +1,131 @@
+"""Distil a trained flat quadruped into a student that does not measure its base velocity.
+
+    python scripts/bench_distillation.py --teacher TEACHER_RUN --log-root /work/runs/distill   # train, report
+    python scripts/bench_distillation.py --teacher TEACHER_RUN --student-run STUDENT_RUN        # report only
+
+Training is `train Mjrl-Velocity-Flat-Quadruped-Student --device cpu --preset cpu-locomotion
+--distillation.teacher TEACHER_RUN --runner.max-iterations N` (a cut-off student is continued
+with `--resume-dir`). The report plays the teacher and the student deterministically on the
+same commands (forward 0.5-1.0 m/s without lateral or yaw command, and the full distribution),
+checks the student against the issue's targets (forward planar error <= 0.25 m/s, no falls),
+exports the student to ONNX and checks from its sidecar that it reads no base linear velocity
+(and that onnxruntime runs it on inputs of that width), draws the student's curves
+(`docs/img/distillation_cpu.png`) and writes the figures into `docs/benchmarks.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+import torch
+from bench_locomotion import BIN, GO1, QUADRUPED_PROFILE, ROOT, metrics_lines, play, replace_section
+
+from mjrl.tools.export import Sidecar
+from mjrl.tools.plots import plot_runs
+
+STUDENT = "Mjrl-Velocity-Flat-Quadruped-Student"
+MARKERS = ("<!-- bench_distillation:begin -->", "<!-- bench_distillation:end -->")
+# The issue's definition of a student that works: forward commands, deterministic policy.
+TARGETS = (("forward", "mean_lin_vel_error", 0.25), ("forward", "early_termination_rate", 0.0))
+FIGURES = ("mean_lin_vel_error", "mean_yaw_rate_error", "early_termination_rate", "mean_return", "mean_swing_time")
+CURVES = [
+    "behavior_loss",
+    "eval/mean_lin_vel_error",
+    "eval/mean_yaw_rate_error",
+    "eval/early_termination_rate",
+    "mean_episode_return",
+    "learning_rate",
+]
+
+
+def train_student(teacher: Path, log_root: Path, iterations: int) -> Path:
+    runs = sorted((log_root / STUDENT).glob("20*_student"))
+    command = [str(BIN / "train"), STUDENT, "--device", "cpu", "--preset", "cpu-locomotion"]
+    command += ["--distillation.teacher", str(teacher), "--runner.max-iterations", str(iterations)]
+    command += ["--log-root", str(log_root)]
+    command += ["--resume-dir", str(runs[-1])] if runs else ["--run-name", "student"]
+    subprocess.run(command, check=True)
+    return max((log_root / STUDENT).glob("20*_student"))
+
+
+def exported_inputs(student_run: Path) -> tuple[list[str], int]:
+    """The observation terms the student's ONNX model reads (from its sidecar), and the input
+    width of the ONNX model itself, which must be theirs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "student.onnx"
+        command = [str(BIN / "mjrl"), "export", STUDENT, "--run-dir", str(student_run), "--out", str(out)]
+        subprocess.run(command, check=True, capture_output=True)
+        sidecar = Sidecar.from_json(Path(f"{out}.json").read_text())
+        session = onnxruntime.InferenceSession(str(out))
+        width = session.get_inputs()[0].shape[-1]
+        obs = np.zeros((1, width), dtype=np.float32)
+        assert session.run(None, {session.get_inputs()[0].name: obs})[0].shape == (1, 12)
+    assert sum(t.size for t in sidecar.observation_terms) == width
+    return [t.name for t in sidecar.observation_terms], width
+
+
+def report(teacher: Path, student_run: Path, episodes: int) -> tuple[str, bool]:
+    forward = QUADRUPED_PROFILE.forward_flags()
+    results = {}
+    for name, task, run in (("teacher", GO1, teacher), ("student", STUDENT, student_run)):
+        for cmds, flags in (("forward", forward), ("full", [])):
+            results[name, cmds] = play(task, episodes, ["--run-dir", str(run)], flags)
+    terms, width = exported_inputs(student_run)
+    checks = [results["student", cmds][figure] <= limit for cmds, figure, limit in TARGETS]
+    no_lin_vel = "base_lin_vel" not in terms
+    passed = all(checks) and no_lin_vel
+    lines = metrics_lines(student_run)
+    image = plot_runs([student_run], ROOT / "docs/img/distillation_cpu.png", CURVES, x="env_steps")
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
+    rows = [
+        f"{datetime.date.today()}, {cpu}, {platform.python_version()}, torch {torch.__version__}.",
+        f"Teacher `{teacher}`; student `{student_run}` after {lines[-1]['iteration'] + 1} iterations "
+        f"({lines[-1]['env_steps'] / 1e6:.1f} M env steps, {lines[-1]['wall_s'] / 60:.0f} min).",
+        f"`play --run-dir RUN --episodes {episodes}` (the mean policy), forward = "
+        f"`{' '.join(forward)}`, full = the task's command distribution.",
+        "",
+        "| policy | commands | " + " | ".join(FIGURES) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in FIGURES) + " |",
+    ]
+    for (name, cmds), figures in results.items():
+        rows.append(f"| {name} | {cmds} | " + " | ".join(f"{figures[f]:.3f}" for f in FIGURES) + " |")
+    verdict = "meets" if all(checks) else "misses"
+    rows += [
+        "",
+        f"The student {verdict} the targets (forward planar error <= 0.25 m/s, no falls).",
+        f"Its ONNX model reads {width} numbers: {', '.join(terms)}; "
+        f"{'no' if no_lin_vel else 'STILL a'} base linear velocity.",
+        "",
+        f"![student curves]({image.relative_to(ROOT / 'docs')})",
+    ]
+    return "\n".join(rows), passed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teacher", type=Path, required=True, help="run directory of a trained flat quadruped")
+    parser.add_argument("--log-root", type=Path, help="where to train the student")
+    parser.add_argument("--student-run", type=Path, help="report on this student run instead of training one")
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--episodes", type=int, default=32)
+    args = parser.parse_args()
+    if (args.log_root is None) == (args.student_run is None):
+        parser.error("give --log-root (train a student) or --student-run (report on one)")
+    student_run = args.student_run or train_student(args.teacher, args.log_root, args.iterations)
+    text, passed = report(args.teacher, student_run, args.episodes)
+    replace_section(MARKERS, "Distillation: a student without base velocity (issue 23), CPU", text)
+    print(text)
+    print(json.dumps({"student_meets_targets": passed}))
+
+
+if __name__ == "__main__":
+    main()
