@@ -271,7 +271,7 @@ def undesired_contacts(env: VecEnv) -> torch.Tensor:
 
 def self_collisions(env: VecEnv) -> torch.Tensor:
     """Number of contacts between two of the robot's geoms (those its MJCF lets collide)."""
-    return env.sim.contacts_without(env.robot.ground_geom)
+    return env.sim.count_contacts_excluding(env.robot.ground_geom)
 
 
 class JointDeviation:

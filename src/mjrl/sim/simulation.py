@@ -272,7 +272,7 @@ class Simulation:
         hits.index_fill_(0, index.view(-1), True)
         return hits[:-1].view(self.num_worlds, ngeom)
 
-    def contacts_without(self, geom: int) -> torch.Tensor:
+    def count_contacts_excluding(self, geom: int) -> torch.Tensor:
         """(num_worlds,) float: the number of contacts of the last physics substep in each world
         that do not involve `geom`. With the terrain's geom: the robot's self-collisions."""
         valid = (self._contact_rows.view(-1) < self.nacon) & (self.contact_geom != geom).all(dim=1)
