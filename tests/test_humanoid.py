@@ -3,6 +3,7 @@ scales from the actuators, feet of any shape, ground contacts apart from self-co
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import yaml
 from conftest import TINY_RUN, read_jsonl, run_main
 
 from mjrl.envs import Robot, RobotConfig, VecEnv
+from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
 from mjrl.sim import Scene
 from mjrl.sim.terrain import TerrainConfig
@@ -120,6 +122,42 @@ def test_self_collisions_are_counted_apart_from_ground_contacts():
     # In the air, nothing touches the ground, however the legs touch each other.
     assert not env.contacts.any()
     assert torch.equal(legged.foot_contact_states(env), torch.zeros(2, 2))
+
+
+def test_angular_momentum_is_the_whole_robots_about_its_centre_of_mass():
+    env = legs_only_env(num_envs=3)
+    # Each world's base mass was drawn at reset (2 kg heavier at most), so each world's subtree
+    # masses must have followed.
+    masses = env.sim.model_field("body_mass")
+    assert masses[:, env.robot.base_body].unique().numel() == 3
+    qvel = torch.randn(env.sim.qvel.shape, generator=torch.Generator().manual_seed(3))
+    qvel[0] = 0.0  # world 0 at rest
+    qvel[1] = 0.0
+    qvel[1, env.robot.base_dof : env.robot.base_dof + 3] = torch.tensor([1.0, -0.5, 0.3])  # only moving along
+    env.sim.qvel.copy_(qvel)
+    env.sim.forward()
+    penalty = mdp.AngularMomentum()(env)
+    assert penalty[0].item() == 0.0
+    assert penalty[1].item() == pytest.approx(0.0, abs=1e-8)
+    # CPU MuJoCo, world 2's masses and state: every body's momentum about the robot's centre of mass.
+    model = copy.deepcopy(env.sim.mj_model)
+    data = mujoco.MjData(model)
+    model.body_mass[:] = masses[2].numpy()
+    mujoco.mj_setConst(model, data)
+    data.qpos[:], data.qvel[:] = env.sim.qpos[2].numpy(), env.sim.qvel[2].numpy()
+    mujoco.mj_forward(model, data)
+    mujoco.mj_subtreeVel(model, data)
+    momentum = data.subtree_angmom[env.robot.base_body]
+    assert np.linalg.norm(momentum) > 1.0
+    assert penalty[2].item() == pytest.approx(float(np.sum(momentum**2)), rel=1e-4)
+
+
+def test_angular_momentum_without_its_sensor_is_refused_with_the_line_to_add():
+    task = load_task("Mjrl-Velocity-Flat-Quadruped")
+    cfg = dataclasses.replace(task.env_cfg, num_envs=1)
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=1)
+    with pytest.raises(UsageError, match='<subtreeangmom body="trunk"/>'):
+        mdp.AngularMomentum()(env)
 
 
 def test_single_stance_pays_the_shorter_phase_time_up_to_the_threshold():

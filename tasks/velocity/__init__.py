@@ -99,6 +99,7 @@ def _rewards(cfg: VelocityEnvConfig) -> dict[str, RewardTerm]:
         ),
         "feet_tilt": (legged.feet_tilt, w.feet_tilt),
         "self_collisions": (mdp.self_collisions, w.self_collisions),
+        "angular_momentum": (mdp.AngularMomentum(), w.angular_momentum),
         "joint_deviation": (mdp.JointDeviation(w.joint_deviation_joints), w.joint_deviation),
         "termination": (mdp.is_terminated, w.termination),
     }

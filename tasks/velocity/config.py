@@ -116,6 +116,9 @@ class RewardConfig:
     that are not level: flat feet)."""
     self_collisions: float = 0.0
     """Number of contacts between two of the robot's own geoms (legs knocking, feet crossing)."""
+    angular_momentum: float = 0.0
+    """Squared norm of the whole robot's angular momentum about its centre of mass
+    ((kg m^2/s)^2); needs a `subtreeangmom` sensor on the base body in the robot's MJCF."""
     joint_deviation: float = 0.0
     """Sum of |q - q_home| (rad) over the joints that `joint_deviation_joints` name."""
     joint_deviation_joints: tuple[str, ...] = ()

@@ -1,8 +1,9 @@
 """A G1-class humanoid (`humanoid.xml`: 23 DoF, 33.8 kg, 1.32 m) on the velocity task.
 
 What a biped needs beyond the quadruped's terms, each a reward weight of the shared task:
-single stance rewarded instead of every foot's air time, level soles, self-collisions, hip
-roll and yaw held near home, and a stronger penalty on a tilted base. The torso is upright
+single stance rewarded instead of every foot's air time, level soles, self-collisions, the
+whole body's angular momentum, hip roll and yaw held near home, and a stronger penalty on a
+tilted base. The torso is upright
 when the pelvis is: the only joint between them turns about the vertical (waist yaw), so the
 pelvis's tilt is the torso's.
 
@@ -54,6 +55,7 @@ HUMANOID_ENV = VelocityEnvConfig(
         feet_tilt=-1.0,
         feet_clearance_height=0.1,
         self_collisions=-1.0,
+        angular_momentum=-0.02,
         joint_deviation=-0.2,
         joint_deviation_joints=("*hip_roll*", "*hip_yaw*", "waist*", "*shoulder*", "*elbow*", "*wrist*"),
     ),

@@ -14,6 +14,7 @@ import fnmatch
 import math
 from functools import cache
 
+import mujoco
 import torch
 
 from mjrl.envs.env import VecEnv
@@ -292,6 +293,33 @@ class JointDeviation:
         return joint_pos_rel(env).index_select(1, self._columns).abs().sum(dim=1)
 
 
+class AngularMomentum:
+    """Squared norm of the robot's angular momentum about its centre of mass ((kg m^2/s)^2), from
+    the MJCF's `subtreeangmom` sensor on the base body: limbs swinging one way while the rest
+    does not turn the other, which the base's own angular velocity does not see."""
+
+    def __init__(self) -> None:
+        self._columns: slice | None = None
+
+    def __call__(self, env: VecEnv) -> torch.Tensor:
+        if self._columns is None:
+            self._columns = subtree_angmom_columns(env)
+        return torch.sum(env.sim.sensordata[:, self._columns] ** 2, dim=1)
+
+
+def subtree_angmom_columns(env: VecEnv) -> slice:
+    """Where the base body's `subtreeangmom` sensor writes in `sensordata`."""
+    model, base = env.sim.mj_model, env.robot.base_body
+    for k in range(model.nsensor):
+        if model.sensor_type[k] == mujoco.mjtSensor.mjSENS_SUBTREEANGMOM and model.sensor_objid[k] == base:
+            return slice(int(model.sensor_adr[k]), int(model.sensor_adr[k]) + 3)
+    name = model.body(base).name
+    raise UsageError(
+        f"the angular_momentum reward needs a sensor in the robot's MJCF: "
+        f'<sensor><subtreeangmom body="{name}"/></sensor>; or set its weight to 0'
+    )
+
+
 def is_terminated(env: VecEnv) -> torch.Tensor:
     """1 where a termination term ends the episode this step (time-outs excluded), else 0."""
     return env.terminated.float()
@@ -418,6 +446,7 @@ def randomize_friction_and_mass(
     masked_write(mask, mu, friction_field[:, :, 0])
     mass, base = env.sim.model_field("body_mass"), env.robot.base_body
     masked_write(mask, env.robot.base_mass + uniform(env, *base_mass_offset), mass[:, base])
+    env.sim.update_subtree_masses()
 
 
 def push_base(env: VecEnv, mask: torch.Tensor, velocity: float) -> None:

@@ -145,7 +145,10 @@ class Simulation:
         self.wp_device = wp.get_device(str(self.device) if self.device.type == "cuda" else "cpu")
         self.dt = mj_model.opt.timestep * cfg.decimation
         with wp.ScopedDevice(self.wp_device):
-            batch = {name: num_worlds for name in cfg.per_world_model_fields}
+            fields = set(cfg.per_world_model_fields)
+            if "body_mass" in fields:  # the subtree masses follow the masses: see update_subtree_masses
+                fields.add("body_subtreemass")
+            batch = {name: num_worlds for name in sorted(fields)}
             self.model = mjw.put_model(mj_model, batch_sizes=batch or None)
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=cfg.nconmax, njmax=cfg.njmax)
             for name in _STATE_FIELDS:
@@ -164,6 +167,7 @@ class Simulation:
         states = (self.qvel, self.qacc_warmstart, self.ctrl, self.act, self.qfrc_applied)
         self._zeroed_on_reset = [state for state in states if state.numel()]
         self._model_views: dict[str, torch.Tensor] = {}
+        self._in_subtree: torch.Tensor | None = None
         self.physics_version = 0
         """Counts the calls that recompute contacts and derived state (`step`, `forward`): terms
         cache what they derive from one physics state under it."""
@@ -280,6 +284,25 @@ class Simulation:
         # Invalid rows count into a spare last world, which is cut off.
         world = torch.where(valid, self.contact_worldid, self.num_worlds).long()
         return counts.index_add_(0, world, valid.float())[:-1]
+
+    def update_subtree_masses(self) -> None:
+        """Recompute every body's subtree mass from the per-world `body_mass`, after an event
+        changed it. MuJoCo computes subtree masses once, when it compiles the model; left at
+        their nominal values, they put each world's subtree centres of mass (`subtree_com`) off,
+        and with them the subtree momentum sensors. The dynamics do not depend on them."""
+        if self._in_subtree is None:
+            # in_subtree[j, b] = 1 where body j lies in the subtree of body b.
+            m = self.mj_model
+            in_subtree = torch.zeros(m.nbody, m.nbody, dtype=torch.float32)
+            for body in range(m.nbody):
+                ancestor = body
+                while True:
+                    in_subtree[body, ancestor] = 1.0
+                    if ancestor == 0:
+                        break
+                    ancestor = int(m.body_parentid[ancestor])
+            self._in_subtree = in_subtree.to(self.device)
+        torch.matmul(self.model_field("body_mass"), self._in_subtree, out=self.model_field("body_subtreemass"))
 
     def model_field(self, name: str) -> torch.Tensor:
         """A zero-copy torch view of a model field; (num_worlds, ...) for per-world fields.
