@@ -6,10 +6,12 @@
         --log-root /work/runs/parity --label scalar-std -- --policy.noise-std-type scalar
     python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
         --log-root /work/runs/parity --label rsl_rl --reference /work/refvenv/bin/python
+    python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \
+        --log-root /work/runs/parity --label rsl_rl-symmetry --reference /work/refvenv/bin/python -- --symmetry
 
-Each seed trains `train TASK --device cpu --logger none --seed S` (plus the flags after `--`),
-or with `--reference PYTHON`, `scripts/rsl_rl_reference.py TASK --seed S` under that Python (a
-venv with rsl-rl-lib and mjrl). A seed already run under the label is read, not run again. It
+Each seed trains `train TASK --device cpu --logger none --seed S`, or with `--reference PYTHON`,
+`scripts/rsl_rl_reference.py TASK --seed S` under that Python (a venv with rsl-rl-lib and
+mjrl); the flags after `--` go to either. A seed already run under the label is read, not run again. It
 prints, per seed, the mean return of the last 10 iterations, then the mean and the worst seed:
 the figures `docs/benchmarks.md` compares.
 """
@@ -35,7 +37,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> Path:
         return metrics
     if args.reference:
         command = [args.reference, str(ROOT / "scripts/rsl_rl_reference.py"), args.task, "--seed", str(seed)]
-        command += ["--iterations", str(args.iterations), "--out", str(out)]
+        command += ["--iterations", str(args.iterations), "--out", str(out), *args.flags]
     else:
         command = [str(BIN / "train"), args.task, "--device", "cpu", "--logger", "none", "--seed", str(seed)]
         command += ["--runner.max-iterations", str(args.iterations), "--log-root", str(out / "logs"), *args.flags]
@@ -61,7 +63,7 @@ def main() -> None:
     parser.add_argument("--label", required=True, help="the experiment's name: its runs go under LOG_ROOT/LABEL")
     parser.add_argument("--reference", help="a Python with rsl-rl-lib: run rsl_rl's PPO instead of mjrl's")
     argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train
+    split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train (or the reference)
     args = parser.parse_args(argv[:split])
     args.flags = argv[split + 1 :]
     returns = {seed: final_return(run_seed(args, seed)) for seed in args.seeds}

@@ -62,6 +62,22 @@ class MjrlAsRslEnv(RslVecEnv):
         return self.get_observations(), reward, (terminated | truncated).long(), {"time_outs": truncated}
 
 
+def mirror_augmentation(env: VecEnv):
+    """rsl_rl's `data_augmentation_func` from the mirrors the task declares (`env.mirrors`): each
+    batch is followed by its mirror image, as mjrl's `--algorithm.symmetry.augment` does."""
+    mirrors = env.mirrors
+
+    def augment(env, obs: TensorDict | None, actions: torch.Tensor | None):
+        if obs is not None:
+            image = TensorDict({k: mirrors[k](v) for k, v in obs.items()}, batch_size=obs.batch_size)
+            obs = torch.cat([obs, image])
+        if actions is not None:
+            actions = torch.cat([actions, mirrors["actions"](actions)])
+        return obs, actions
+
+    return augment
+
+
 def rsl_rl_config(agent: AgentConfig, seed: int) -> dict:
     """rsl_rl 5.x's runner config with the same network and hyperparameters as `agent`."""
     runner, algorithm, policy = agent.runner, agent.algorithm, agent.policy
@@ -147,6 +163,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=0, help="0: the task's default")
     parser.add_argument("--iterations", type=int, default=0, help="0: the task's max_iterations")
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--symmetry", action="store_true", help="rsl_rl's symmetry augmentation (the task's mirrors)")
     parser.add_argument("--out", type=Path, required=True, help="a directory; metrics.jsonl goes inside")
     args = parser.parse_args()
     torch.set_num_threads(args.torch_threads)
@@ -157,6 +174,11 @@ def main() -> None:
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=args.seed)
     rsl_env = MjrlAsRslEnv(env)
     cfg = rsl_rl_config(task.agent_cfg, args.seed)
+    if args.symmetry:
+        if env.mirrors is None:
+            parser.error(f"{args.task} declares no mirrors")
+        augment = mirror_augmentation(env)
+        cfg["algorithm"]["symmetry_cfg"] = {"data_augmentation_func": augment, "use_data_augmentation": True}
     alg = RslPPO.construct_algorithm(rsl_env.get_observations(), rsl_env, cfg, "cpu")
     trace = record_update_trace(alg)
     iterations = args.iterations or task.agent_cfg.runner.max_iterations

@@ -16,7 +16,7 @@ from typing import ClassVar
 import torch
 
 from mjrl.envs import EnvConfig, EventTerm, ObsTerm, RewardTerm, TaskSpec, VecEnv
-from mjrl.envs.terms import masked_write
+from mjrl.envs.terms import masked_write, mirror_signs
 from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
 from mjrl.sim import Scene, SimConfig
 from mjrl.tasks.base import Task
@@ -105,9 +105,9 @@ def reset_cartpole(env: VecEnv, mask: torch.Tensor, cfg: CartpoleEnvConfig) -> N
 
 def build(cfg: CartpoleEnvConfig) -> TaskSpec:
     observations = {
-        "cart_position": ObsTerm(cart_position, noise_std=0.01),
-        "pole_angle": ObsTerm(pole_angle_cos_sin, noise_std=0.01),
-        "velocities": ObsTerm(joint_velocities, noise_std=0.05),
+        "cart_position": ObsTerm(cart_position, noise_std=0.01, mirror=mirror_signs(-1)),
+        "pole_angle": ObsTerm(pole_angle_cos_sin, noise_std=0.01, mirror=mirror_signs(1, -1)),
+        "velocities": ObsTerm(joint_velocities, noise_std=0.05, mirror=mirror_signs(-1, -1)),
     }
     return TaskSpec(
         scene=Scene(MODEL_XML),
@@ -115,6 +115,10 @@ def build(cfg: CartpoleEnvConfig) -> TaskSpec:
         rewards={"smooth_balance": RewardTerm(smooth_balance, weight=1.0)},
         terminations={},
         events={"reset_state": EventTerm(partial(reset_cartpole, cfg=cfg), mode="reset")},
+        # The cart-pole is its own mirror image about x = 0: cart position, pole angle,
+        # velocities and the push all change sign, and the reward does not change (exactly but
+        # for the pole's 1 mrad lean, a tenth of the angle's observation noise).
+        action_mirror=mirror_signs(-1),
     )
 
 
