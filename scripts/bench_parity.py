@@ -7,7 +7,7 @@
     python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
         --log-root /work/runs/parity --label rsl_rl --reference /work/refvenv/bin/python
     python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \
-        --log-root /work/runs/parity --label rsl_rl-symmetry --reference /work/refvenv/bin/python -- --symmetry
+        --log-root /work/runs/parity --label rsl_rl-plain --reference /work/refvenv/bin/python -- --symmetry off
 
 Each seed trains `train TASK --device cpu --logger none --seed S`, or with `--reference PYTHON`,
 `scripts/rsl_rl_reference.py TASK --seed S` under that Python (a venv with rsl-rl-lib and

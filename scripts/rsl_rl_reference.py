@@ -7,7 +7,9 @@ rsl_rl is not a dependency of mjrl. Run this with a Python that has both (a sepa
     /tmp/refvenv/bin/python scripts/rsl_rl_reference.py Mjrl-Cartpole-Swingup --seed 1 --out ref.jsonl
 
 The env is mjrl's own `VecEnv` (same task, observations, rewards and resets); the network,
-hyperparameters and rollout length come from the task's `AgentConfig`, so only the learner differs.
+hyperparameters, rollout length and symmetry augmentation (rsl_rl's, from the mirrors the task
+declares; `--symmetry on|off` overrides) come from the task's `AgentConfig`, so only the learner
+differs.
 Each iteration writes one line with mjrl's metric names (`mean_episode_return`, `mean_kl`,
 `mean_learning_rate`, `learning_rate`, `reward/<term>`, ...), which `mjrl plot` draws beside an
 mjrl run. Compare, for instance:
@@ -30,7 +32,7 @@ from rsl_rl.env import VecEnv as RslVecEnv
 from tensordict import TensorDict
 
 from mjrl.envs import VecEnv
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import AgentConfig, SymmetryConfig
 from mjrl.tasks import load_task
 
 
@@ -78,9 +80,17 @@ def mirror_augmentation(env: VecEnv):
     return augment
 
 
-def rsl_rl_config(agent: AgentConfig, seed: int) -> dict:
-    """rsl_rl 5.x's runner config with the same network and hyperparameters as `agent`."""
+def rsl_rl_config(agent: AgentConfig, seed: int, env: VecEnv) -> dict:
+    """rsl_rl 5.x's runner config with the same network and hyperparameters as `agent`, and its
+    symmetry extension set as `agent`'s (from the mirrors `env` declares)."""
     runner, algorithm, policy = agent.runner, agent.algorithm, agent.policy
+    symmetry = algorithm.symmetry
+    symmetry_cfg = {
+        "data_augmentation_func": mirror_augmentation(env),
+        "use_data_augmentation": symmetry.augment,
+        "use_mirror_loss": symmetry.mirror_loss_coef > 0,
+        "mirror_loss_coeff": symmetry.mirror_loss_coef,
+    }
 
     def model(hidden: tuple[int, ...], distribution: dict | None) -> dict:
         return {
@@ -113,6 +123,7 @@ def rsl_rl_config(agent: AgentConfig, seed: int) -> dict:
             "value_loss_coef": algorithm.value_loss_coef,
             "use_clipped_value_loss": algorithm.value_clip_param > 0,
             "clip_param": algorithm.clip_param,
+            "symmetry_cfg": symmetry_cfg if symmetry.enabled else None,
         },
     }
 
@@ -163,7 +174,12 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=0, help="0: the task's default")
     parser.add_argument("--iterations", type=int, default=0, help="0: the task's max_iterations")
     parser.add_argument("--torch-threads", type=int, default=1)
-    parser.add_argument("--symmetry", action="store_true", help="rsl_rl's symmetry augmentation (the task's mirrors)")
+    parser.add_argument(
+        "--symmetry",
+        choices=["task", "on", "off"],
+        default="task",
+        help="rsl_rl's symmetry augmentation (from the task's mirrors): as the task's config says, or on, or off",
+    )
     parser.add_argument("--out", type=Path, required=True, help="a directory; metrics.jsonl goes inside")
     args = parser.parse_args()
     torch.set_num_threads(args.torch_threads)
@@ -173,12 +189,13 @@ def main() -> None:
     env_cfg = task.env_cfg if not args.num_envs else dataclasses.replace(task.env_cfg, num_envs=args.num_envs)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=args.seed)
     rsl_env = MjrlAsRslEnv(env)
-    cfg = rsl_rl_config(task.agent_cfg, args.seed)
-    if args.symmetry:
-        if env.mirrors is None:
-            parser.error(f"{args.task} declares no mirrors")
-        augment = mirror_augmentation(env)
-        cfg["algorithm"]["symmetry_cfg"] = {"data_augmentation_func": augment, "use_data_augmentation": True}
+    agent = task.agent_cfg
+    if args.symmetry != "task":  # the task's symmetry setting, or augmentation on or off
+        symmetry = SymmetryConfig(augment=args.symmetry == "on")
+        agent = dataclasses.replace(agent, algorithm=dataclasses.replace(agent.algorithm, symmetry=symmetry))
+    if agent.algorithm.symmetry.enabled and env.mirrors is None:
+        parser.error(f"{args.task} declares no mirrors")
+    cfg = rsl_rl_config(agent, args.seed, env)
     alg = RslPPO.construct_algorithm(rsl_env.get_observations(), rsl_env, cfg, "cpu")
     trace = record_update_trace(alg)
     iterations = args.iterations or task.agent_cfg.runner.max_iterations

@@ -17,7 +17,7 @@ import torch
 
 from mjrl.envs import EnvConfig, EventTerm, ObsTerm, RewardTerm, TaskSpec, VecEnv
 from mjrl.envs.terms import masked_write, mirror_signs
-from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
+from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig, SymmetryConfig
 from mjrl.sim import Scene, SimConfig
 from mjrl.tasks.base import Task
 
@@ -150,7 +150,10 @@ _AGENT = AgentConfig(
 BALANCE = Task(
     name="Mjrl-Cartpole-Balance",
     env_cfg=CartpoleEnvConfig(),
-    agent_cfg=_AGENT,
+    # Trained on every sample and its mirror image: over 20 seeds the mean return at 150
+    # iterations rose from 882 (worst seed 558) to 973 (worst 839); rsl_rl's PPO on the same
+    # config scored 930 (worst 642) without its augmentation (docs/benchmarks.md).
+    agent_cfg=_AGENT.replace(symmetry=SymmetryConfig(augment=True)),
     build=build,
 )
 SWINGUP = Task(
