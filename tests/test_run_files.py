@@ -215,8 +215,10 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     run_dir = tmp_path / "run"
     shutil.copytree(BEFORE_ISSUE12, run_dir)
     # A resume takes its settings from the command line, as the run did: the defaults changed
-    # since that run (clipping apart, Balance's std offset), so the run's own values are given.
+    # since that run (clipping apart, Balance's std offset and symmetry augmentation), so the
+    # run's own values are given.
     old_defaults = ["--algorithm.clip-networks-separately", "False", "--policy.obs-std-offset", "0"]
+    old_defaults += ["--algorithm.symmetry.augment", "False"]
     result = run_main(
         "train", TASK, *OLD_RUN_FLAGS, *old_defaults, "--runner.max-iterations", "4", "--resume-dir", str(run_dir)
     )
