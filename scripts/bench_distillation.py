@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--teacher", type=Path, required=True, help="run directory of a trained flat quadruped")
     parser.add_argument("--log-root", type=Path, help="where to train the student")
     parser.add_argument("--student-run", type=Path, help="report on this student run instead of training one")
-    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--iterations", type=int, default=400)
     parser.add_argument("--episodes", type=int, default=32)
     args = parser.parse_args()
     if (args.log_root is None) == (args.student_run is None):
