@@ -6,14 +6,14 @@
         --log-root /work/runs/parity --label scalar-std -- --policy.noise-std-type scalar
     python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
         --log-root /work/runs/parity --label rsl_rl --reference /work/refvenv/bin/python
-    python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \
+    python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
         --log-root /work/runs/parity --label rsl_rl-plain --reference /work/refvenv/bin/python -- --symmetry off
 
 Each seed trains `train TASK --device cpu --logger none --seed S`, or with `--reference PYTHON`,
 `scripts/rsl_rl_reference.py TASK --seed S` under that Python (a venv with rsl-rl-lib and
-mjrl); the flags after `--` go to either. A seed already run under the label is read, not run again. It
-prints, per seed, the mean return of the last 10 iterations, then the mean and the worst seed:
-the figures `docs/benchmarks.md` compares.
+mjrl); the flags after `--` go to either. A seed already run under the label is read, not run
+again. It prints, per seed, the mean return of the last 10 iterations, then the mean and the
+worst seed: the figures `docs/benchmarks.md` compares.
 """
 
 from __future__ import annotations

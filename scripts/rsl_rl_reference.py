@@ -85,12 +85,14 @@ def rsl_rl_config(agent: AgentConfig, seed: int, env: VecEnv) -> dict:
     symmetry extension set as `agent`'s (from the mirrors `env` declares)."""
     runner, algorithm, policy = agent.runner, agent.algorithm, agent.policy
     symmetry = algorithm.symmetry
-    symmetry_cfg = {
-        "data_augmentation_func": mirror_augmentation(env),
-        "use_data_augmentation": symmetry.augment,
-        "use_mirror_loss": symmetry.mirror_loss_coef > 0,
-        "mirror_loss_coeff": symmetry.mirror_loss_coef,
-    }
+    symmetry_cfg = None
+    if symmetry.enabled:
+        symmetry_cfg = {
+            "data_augmentation_func": mirror_augmentation(env),
+            "use_data_augmentation": symmetry.augment,
+            "use_mirror_loss": symmetry.mirror_loss_coef > 0,
+            "mirror_loss_coeff": symmetry.mirror_loss_coef,
+        }
 
     def model(hidden: tuple[int, ...], distribution: dict | None) -> dict:
         return {
@@ -123,7 +125,7 @@ def rsl_rl_config(agent: AgentConfig, seed: int, env: VecEnv) -> dict:
             "value_loss_coef": algorithm.value_loss_coef,
             "use_clipped_value_loss": algorithm.value_clip_param > 0,
             "clip_param": algorithm.clip_param,
-            "symmetry_cfg": symmetry_cfg if symmetry.enabled else None,
+            "symmetry_cfg": symmetry_cfg,
         },
     }
 
@@ -191,8 +193,7 @@ def main() -> None:
     rsl_env = MjrlAsRslEnv(env)
     agent = task.agent_cfg
     if args.symmetry != "task":  # the task's symmetry setting, or augmentation on or off
-        symmetry = SymmetryConfig(augment=args.symmetry == "on")
-        agent = dataclasses.replace(agent, algorithm=dataclasses.replace(agent.algorithm, symmetry=symmetry))
+        agent = agent.replace(symmetry=SymmetryConfig(augment=args.symmetry == "on"))
     if agent.algorithm.symmetry.enabled and env.mirrors is None:
         parser.error(f"{args.task} declares no mirrors")
     cfg = rsl_rl_config(agent, args.seed, env)

@@ -237,9 +237,8 @@ def test_a_task_that_does_not_say_how_a_term_mirrors_is_refused_symmetry():
         "--algorithm.symmetry needs a task that mirrors left and right; "
         "Mjrl-Cartpole-Balance: it does not say how actor.cart_position mirror"
     )
-    plain = dataclasses.replace(agent.algorithm, symmetry=SymmetryConfig())
-    check_agent_config(dataclasses.replace(agent, algorithm=plain), task.name, set(spec.observations),
-                       lambda: symmetry_problem(spec))  # fmt: skip
+    plain = agent.replace(symmetry=SymmetryConfig())
+    check_agent_config(plain, task.name, set(spec.observations), lambda: symmetry_problem(spec))
 
 
 @pytest.mark.parametrize("task_name", ["Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup"])
