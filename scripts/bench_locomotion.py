@@ -5,6 +5,7 @@
     python scripts/bench_locomotion.py --run-dir RUN                         # report on a finished run
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Mule ...    # another robot, its own section
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid ...
+    python scripts/bench_locomotion.py --throughput [--iterations 8] [--rounds 2]
 
 Training is `train TASK --device cpu --preset cpu-locomotion` (19.7 M env steps; the humanoid's
 `cpu-humanoid`, 60 M): run it in the background (`nohup ... &`). The report runs `play` on clean
@@ -14,6 +15,11 @@ or yaw command, and the task's full command distribution. It checks the robot's 
 (`PROFILES`), draws the learning curves against env steps and wall time
 (`docs/img/locomotion_cpu_*.png`), and writes the figures into `docs/benchmarks.md` between the
 markers of its section.
+
+`--throughput` times the training loop of each robot's CPU preset, one after another in one run
+(median env steps/s of iterations 3 onwards, `--rounds` times in turn, the median of those): the
+quadruped, the humanoid, and the humanoid without its angular-momentum sensor and term (a copy of
+its MJCF without the `<sensor>` block), which prices the sensor.
 """
 
 from __future__ import annotations
@@ -23,17 +29,22 @@ import dataclasses
 import datetime
 import json
 import platform
+import re
+import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
 import yaml
 
+from mjrl.tasks import load_task
 from mjrl.tools.plots import plot_runs
 
 GO1 = "Mjrl-Velocity-Flat-Quadruped"
 HUMANOID = "Mjrl-Velocity-Flat-Humanoid"
+BARE = "humanoid without angular momentum"
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -106,6 +117,37 @@ def train(task: str, log_root: Path, resume: bool) -> Path:
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
     return max((log_root / task).glob("20*"))
+
+
+def throughput(iterations: int, rounds: int) -> dict:
+    """Training env steps/s of each robot's CPU preset, and of the humanoid without the
+    angular-momentum sensor, measured in turn so that a change in load hits all alike."""
+    humanoid_xml = Path(load_task(HUMANOID).env_cfg.robot.mjcf)
+    with tempfile.TemporaryDirectory() as logs:
+        no_sensor = Path(logs) / "humanoid-without-angular-momentum.xml"
+        no_sensor.write_text(re.sub(r"\s*<sensor>.*?</sensor>", "", humanoid_xml.read_text(), flags=re.S))
+        setups = {
+            GO1: [GO1, "--preset", profile(GO1).preset],
+            HUMANOID: [HUMANOID, "--preset", profile(HUMANOID).preset],
+            BARE: [
+                *(HUMANOID, "--preset", profile(HUMANOID).preset, "--env.robot.mjcf", str(no_sensor)),
+                *("--env.rewards.angular-momentum", "0"),
+            ],
+        }
+        rates: dict[str, list[float]] = {name: [] for name in setups}
+        for round_ in range(rounds):
+            for name, args in setups.items():
+                log_root = Path(logs) / f"{round_}-{name.replace(' ', '-')}"
+                command = [str(BIN / "train"), *args, "--device", "cpu", "--logger", "none"]
+                command += ["--log-root", str(log_root), "--runner.max-iterations", str(iterations)]
+                command += ["--runner.eval-interval", "0"]
+                subprocess.run(command, check=True, capture_output=True)
+                lines = metrics_lines(next(log_root.glob("*/20*")))
+                rates[name].append(statistics.median(line["steps_per_second"] for line in lines[2:]))
+    result = {name: round(statistics.median(values)) for name, values in rates.items()}
+    result["humanoid / quadruped"] = round(result[HUMANOID] / result[GO1], 3)
+    result["angular-momentum sensor cost"] = round(1 - result[HUMANOID] / result[BARE], 3)
+    return result
 
 
 def play(task: str, episodes: int, source: list[str], commands: list[str]) -> dict:
@@ -214,7 +256,13 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="continue the newest run under --log-root")
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--no-write", action="store_true", help="print the report only")
+    parser.add_argument("--throughput", action="store_true", help="time each robot's training loop instead")
+    parser.add_argument("--iterations", type=int, default=8, help="iterations per --throughput measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="--throughput measurements per setup")
     args = parser.parse_args()
+    if args.throughput:
+        print(json.dumps(throughput(args.iterations, args.rounds), indent=1))
+        return
     run_dir = args.run_dir or train(args.task, args.log_root, args.resume)
     text = report(args.task, run_dir, args.episodes)
     print(text)
