@@ -183,6 +183,7 @@ def test_the_cpu_preset_trains_the_legs_and_logs_the_biped_terms(log_root):
     for term in ("feet_single_stance", "feet_tilt", "self_collisions", "joint_deviation", "flat_orientation"):
         assert f"reward/{term}" in metrics[-1]
     assert "reward/feet_air_time" not in metrics[-1]  # replaced by single stance for the biped
+    assert "symmetry_loss" in metrics[-1]  # trained with mirror images by default
     checkpoint = torch.load(next((run_dir / "checkpoints").iterdir()), map_location="cpu", weights_only=False)
     weights = [value for name, value in checkpoint["policy"].items() if name.startswith("actor.") and "weight" in name]
     assert weights[-1].shape[0] == 12  # the legs only
