@@ -19,7 +19,7 @@ markers of its section.
 `--throughput` times the training loop of each robot's CPU preset, one after another in one run
 (median env steps/s of iterations 3 onwards, `--rounds` times in turn, the median of those): the
 quadruped, the humanoid, and the humanoid without its angular-momentum sensor and term (a copy of
-its MJCF without the `<sensor>` block), which prices the sensor.
+its MJCF without the `<sensor>` block), which prices the sensor; and the humanoid's scene build.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -145,9 +146,18 @@ def throughput(iterations: int, rounds: int) -> dict:
                 lines = metrics_lines(next(log_root.glob("*/20*")))
                 rates[name].append(statistics.median(line["steps_per_second"] for line in lines[2:]))
     result = {name: round(statistics.median(values)) for name, values in rates.items()}
+    result[f"{HUMANOID} scene build (s)"] = round(scene_build_s(HUMANOID), 2)
     result["humanoid / quadruped"] = round(result[HUMANOID] / result[GO1], 3)
     result["angular-momentum sensor cost"] = round(1 - result[HUMANOID] / result[BARE], 3)
     return result
+
+
+def scene_build_s(task_name: str) -> float:
+    """Seconds to compose the task's robot and ground into one model and compile it."""
+    task = load_task(task_name)
+    start = time.perf_counter()
+    task.build(task.env_cfg).scene.build()
+    return time.perf_counter() - start
 
 
 def play(task: str, episodes: int, source: list[str], commands: list[str]) -> dict:
