@@ -27,17 +27,15 @@ import argparse
 import datetime
 import json
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
-from bench_locomotion import QUADRUPED_PROFILE, metrics_lines, play, replace_section
+from bench_locomotion import QUADRUPED_PROFILE, metrics_lines, play, replace_section, scene_build_s, training_rate
 
-from mjrl.sim import TERRAIN_TYPES, Scene
+from mjrl.sim import TERRAIN_TYPES
 from mjrl.tasks import load_task
 from mjrl.tools.plots import plot_runs
 
@@ -66,18 +64,11 @@ MARKERS = ("<!-- bench_terrain:begin -->", "<!-- bench_terrain:end -->")
 
 
 def throughput(num_envs: int, iterations: int) -> dict:
-    task = load_task(ROUGH)
-    start = time.perf_counter()
-    Scene(Path(task.env_cfg.robot.mjcf), task.env_cfg.terrain).build()
-    result = {"scene_build_s": round(time.perf_counter() - start, 2), "num_envs": num_envs}
+    result = {"scene_build_s": round(scene_build_s(ROUGH), 2), "num_envs": num_envs}
     with tempfile.TemporaryDirectory() as logs:
         for name in (FLAT, ROUGH):
-            command = [str(BIN / "train"), name, "--device", "cpu", "--logger", "none", "--log-root", logs]
-            command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", str(iterations)]
-            command += ["--runner.eval-interval", "0"]
-            subprocess.run(command, check=True, capture_output=True)
-            lines = metrics_lines(max((Path(logs) / name).glob("20*")))
-            result[name] = round(statistics.median(line["steps_per_second"] for line in lines[2:]))
+            rate = training_rate([name, "--env.num-envs", str(num_envs)], Path(logs) / name, iterations)
+            result[name] = round(rate)
     result["ratio"] = round(result[ROUGH] / result[FLAT], 3)
     return result
 
