@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from pathlib import Path
 
 import mujoco
@@ -174,15 +175,66 @@ def test_single_stance_pays_the_shorter_phase_time_up_to_the_threshold():
     assert legged.feet_single_stance(env, threshold=0.4)[0].item() == pytest.approx(0.4)
 
 
+def test_the_gait_clock_puts_each_foot_down_for_its_share_of_the_cycle_in_turn():
+    env = legs_only_env(num_envs=3)
+    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
+    # Over a cycle of 40 env steps, each foot is down for 22 of them, the left from step 0 and
+    # the right from step 20; both are down for 2 steps after each foot lands.
+    stances = []
+    for step in range(40):
+        env.episode_length[:] = step + 40 * torch.tensor([0, 1, 7])  # any cycle of the episode
+        stances.append(clock.in_stance(env))
+        torch.testing.assert_close(
+            clock.observation(env)[0], torch.tensor([math.sin(step * math.pi / 20), math.cos(step * math.pi / 20)])
+        )
+    stance = torch.stack(stances)  # (step, env, foot)
+    assert torch.equal(stance[:, 0], stance[:, 2])
+    assert stance[:, 0].sum(dim=0).tolist() == [22, 22]
+    assert stance[:22, 0, 0].all() and not stance[22:, 0, 0].any()
+    assert stance[20:, 0, 1].all() and stance[:2, 0, 1].all() and not stance[2:20, 0, 1].any()
+
+
+def test_feet_are_paid_for_following_the_gait_while_moving_and_for_standing_when_told_to():
+    env = legs_only_env(num_envs=4)
+    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
+    env.episode_length[:] = 10  # left foot in stance, right foot in swing
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[legged.COMMAND][3, :3] = 0.0
+    env.state.contacts = torch.tensor([[True, False], [True, True], [False, True], [True, True]])
+    # As the gait; the swing foot down; both wrong; standing with both feet down.
+    torch.testing.assert_close(legged.feet_gait(env, clock), torch.tensor([2.0, 1.0, 0.0, 2.0]))
+    env.state.contacts[3, 1] = False  # standing on one foot while told to stand
+    assert legged.feet_gait(env, clock)[3].item() == 1.0
+
+
+@pytest.mark.parametrize(
+    ("task", "flags", "message"),
+    [
+        (TASK, ("--env.gait.foot-phase-offsets", "0", "0.5", "0.25"), "has 3 values for 2 feet (left_foot right_foot)"),
+        (TASK, ("--env.gait.foot-phase-offsets", "0", "1"), "--env.gait.foot-phase-offsets must be each in [0, 1)"),
+        (
+            "Mjrl-Velocity-Flat-Quadruped",
+            ("--env.rewards.feet-gait", "0.5"),
+            "--env.rewards.feet-gait needs a gait clock",
+        ),
+    ],
+)
+def test_a_gait_clock_that_does_not_fit_the_robot_is_refused_in_one_line(log_root, task, flags, message):
+    result = run_main("train", task, *TINY_RUN, "--log-root", str(log_root), *flags)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (log_root / task).exists()
+
+
 def test_the_cpu_preset_trains_the_legs_and_logs_the_biped_terms(log_root):
     one = ("--runner.max-iterations", "1")
     result = run_main("train", TASK, "--preset", "cpu-humanoid", *TINY_RUN, *one, "--log-root", str(log_root))
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (log_root / TASK).iterdir()
     metrics = read_jsonl(run_dir / "metrics.jsonl")
-    for term in ("feet_single_stance", "feet_tilt", "self_collisions", "joint_deviation", "flat_orientation"):
+    for term in ("feet_gait", "feet_tilt", "self_collisions", "joint_deviation", "flat_orientation"):
         assert f"reward/{term}" in metrics[-1]
-    assert "reward/feet_air_time" not in metrics[-1]  # replaced by single stance for the biped
+    assert "reward/feet_air_time" not in metrics[-1]  # replaced by the gait clock for the biped
     assert "symmetry_loss" in metrics[-1]  # trained with mirror images by default
     checkpoint = torch.load(next((run_dir / "checkpoints").iterdir()), map_location="cpu", weights_only=False)
     weights = [value for name, value in checkpoint["policy"].items() if name.startswith("actor.") and "weight" in name]

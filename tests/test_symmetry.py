@@ -53,6 +53,9 @@ def mirror_robot_state(env: VecEnv) -> None:
     command[mirrored] = command[:N] * signs[: command.shape[1]]
     for field in ("body_mass", "geom_friction"):
         sim.model_field(field)[mirrored] = sim.model_field(field)[:N]
+    if gait := env.cfg.gait.foot_phase_offsets:  # the same gait half a period on, feet swapped
+        assert sorted(gait) == [0.0, 0.5]
+        env.episode_length[mirrored] = env.episode_length[:N] + round(env.cfg.gait.period_s / 2 / env.step_dt)
     sim.forward()
     env.after_physics()
 
@@ -75,6 +78,12 @@ def test_the_mirrored_observation_of_a_mirrored_state_is_the_observation_of_the_
         torch.testing.assert_close(mirror(obs[group][:N]), obs[group][N:], atol=2e-4, rtol=1e-4)
         # The check is not vacuous: the state and its image look different.
         assert (obs[group][:N] - obs[group][N:]).abs().max() > 0.1
+    if env.cfg.gait.foot_phase_offsets:  # the image follows the reference gait as the state does
+        env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+        clock = legged.GaitClock(env.cfg.gait.period_s, env.cfg.gait.stance_fraction, env.cfg.gait.foot_phase_offsets)
+        stance = clock.in_stance(env)
+        assert torch.equal(stance[N:], stance[:N].flip(1)) and not torch.equal(stance[N:], stance[:N])
+        torch.testing.assert_close(legged.feet_gait(env, clock)[N:], legged.feet_gait(env, clock)[:N])
 
 
 @pytest.mark.parametrize("task_name", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Rough-Mule"])

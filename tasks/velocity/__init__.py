@@ -38,7 +38,23 @@ from mjrl.tasks.velocity.legged import COMMAND, play_metrics
 __all__ = ["VelocityEnvConfig", "build", "play_metrics"]
 
 
-def _observations(cfg: VelocityEnvConfig) -> dict[str, dict[str, ObsTerm]]:
+def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
+    gait = cfg.gait
+    if not gait.foot_phase_offsets:
+        if cfg.rewards.feet_gait:
+            raise UsageError(
+                "--env.rewards.feet-gait needs a gait clock: give --env.gait.foot-phase-offsets, one per foot"
+            )
+        return None
+    if len(gait.foot_phase_offsets) != len(cfg.robot.foot_geoms):
+        raise UsageError(
+            f"--env.gait.foot-phase-offsets has {len(gait.foot_phase_offsets)} values for "
+            f"{len(cfg.robot.foot_geoms)} feet ({' '.join(cfg.robot.foot_geoms)}): give one per foot"
+        )
+    return legged.GaitClock(gait.period_s, gait.stance_fraction, gait.foot_phase_offsets)
+
+
+def _observations(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str, dict[str, ObsTerm]]:
     noise = cfg.noise
     joints = mdp.mirror_joints
     actor = {
@@ -50,6 +66,8 @@ def _observations(cfg: VelocityEnvConfig) -> dict[str, dict[str, ObsTerm]]:
         "joint_vel": ObsTerm(mdp.joint_vel, noise_std=noise.joint_vel, mirror=joints),
         "last_action": ObsTerm(mdp.last_action, mirror=joints),
     }
+    if clock is not None:
+        actor["gait_clock"] = ObsTerm(clock.observation, mirror=legged.mirror_gait_clock)
     if cfg.height_scan.enabled:
         scan = mdp.HeightScan(cfg.height_scan.size, cfg.height_scan.resolution)
         actor["height_scan"] = ObsTerm(
@@ -78,7 +96,7 @@ def _student_view(actor: dict[str, ObsTerm], view: ActorObsConfig) -> dict[str, 
     }
 
 
-def _rewards(cfg: VelocityEnvConfig) -> dict[str, RewardTerm]:
+def _rewards(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str, RewardTerm]:
     w, dt = cfg.rewards, cfg.sim.timestep * cfg.sim.decimation
     weighted = {
         "track_lin_vel": (partial(legged.track_lin_vel, sigma=w.tracking_sigma), w.track_lin_vel),
@@ -98,6 +116,7 @@ def _rewards(cfg: VelocityEnvConfig) -> dict[str, RewardTerm]:
             w.feet_single_stance,
         ),
         "feet_tilt": (legged.feet_tilt, w.feet_tilt),
+        "feet_gait": (partial(legged.feet_gait, clock=clock), w.feet_gait),
         "self_collisions": (mdp.self_collisions, w.self_collisions),
         "angular_momentum": (mdp.AngularMomentum(), w.angular_momentum),
         "joint_deviation": (mdp.JointDeviation(w.joint_deviation_joints), w.joint_deviation),
@@ -125,7 +144,7 @@ def _events(cfg: VelocityEnvConfig) -> dict[str, EventTerm]:
 def build(cfg: VelocityEnvConfig) -> TaskSpec:
     if not Path(cfg.robot.mjcf).is_file():
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
-    commands = cfg.commands
+    commands, clock = cfg.commands, _gait_clock(cfg)
     sample = legged.VelocityCommand(
         (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction, commands.heading
     )
@@ -140,9 +159,9 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
     return TaskSpec(
         scene=Scene(Path(cfg.robot.mjcf), cfg.terrain, cfg.robot.locked_joints, cfg.robot.home_keyframe),
         robot=cfg.robot,
-        observations=_observations(cfg),
+        observations=_observations(cfg, clock),
         action_mirror=mdp.mirror_joints,
-        rewards=_rewards(cfg),
+        rewards=_rewards(cfg, clock),
         terminations=terminations,
         events=_events(cfg),
         commands={

@@ -111,6 +111,10 @@ class RewardConfig:
     phase last has spent in it, up to `feet_single_stance_threshold` (replaces feet_air_time)."""
     feet_single_stance_threshold: float = 0.4
     """Step duration (s) up to which single stance is rewarded."""
+    feet_gait: float = 0.0
+    """Number of feet whose contact matches the reference gait (`VelocityEnvConfig.gait`): down
+    in their stance phase and up in their swing phase while commanded to move, down while told
+    to stand. Needs the gait clock."""
     feet_tilt: float = 0.0
     """Sum over feet of the squared horizontal components of gravity in the foot's frame (soles
     that are not level: flat feet)."""
@@ -131,6 +135,25 @@ class RewardConfig:
         "feet_clearance_height": ">= 0",
         "feet_single_stance_threshold": ">= 0",
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class GaitConfig:
+    """A reference gait clock (Unitree's rl_gym and Humanoid-Gym give bipeds one): a phase that
+    runs from 0 to 1 every `period_s` of the episode, observed by the actor and the critic as
+    (sin, cos) of 2 pi phase, and a stance or swing phase per foot that `RewardConfig.feet_gait`
+    rewards the feet for following. Off unless `foot_phase_offsets` names one offset per foot.
+    The mirror image of a gait half a period on is the same gait when mirrored feet are offset
+    by half a period (a biped's 0 and 0.5, a trot's 0, 0.5, 0.5, 0)."""
+
+    foot_phase_offsets: tuple[float, ...] = ()
+    """Per foot in `RobotConfig.foot_geoms` order: the phase (0 to 1) at which its stance begins."""
+    period_s: float = 0.8
+    """Duration of a gait cycle (s): a step of each foot."""
+    stance_fraction: float = 0.55
+    """Share of the cycle a foot spends on the ground; the rest is its swing."""
+
+    bounds: ClassVar[dict] = {"foot_phase_offsets": "[0, 1)", "period_s": "> 0", "stance_fraction": "(0, 1)"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +250,8 @@ class VelocityEnvConfig(EnvConfig):
     """Actor observation noise."""
     rewards: RewardConfig = RewardConfig()
     """Reward weights."""
+    gait: GaitConfig = GaitConfig()
+    """The reference gait clock (off by default)."""
     randomization: RandomizationConfig = RandomizationConfig()
     """Domain randomisation and pushes."""
     sim: SimConfig = SimConfig(decimation=4, timestep=0.005, per_world_model_fields=("geom_friction", "body_mass"))

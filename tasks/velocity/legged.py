@@ -220,6 +220,47 @@ def feet_single_stance(env: VecEnv, threshold: float) -> torch.Tensor:
     return phase_time.min(dim=1).values.clamp(max=threshold) * single * env.cached(is_moving_command)
 
 
+@dataclasses.dataclass
+class GaitClock:
+    """A reference gait: a phase running from 0 to 1 every `period_s` of the episode, and for
+    each foot a stance phase of `stance_fraction` of the cycle starting at its offset. It is the
+    same in every episode at the same time, so the policy reads it from its observation."""
+
+    period_s: float
+    stance_fraction: float
+    foot_offsets: tuple[float, ...]
+    _offsets: torch.Tensor | None = None
+
+    def phase(self, env: VecEnv) -> torch.Tensor:
+        """(n,): the phase of the cycle, in [0, 1)."""
+        return torch.remainder(env.episode_length * (env.step_dt / self.period_s), 1.0)
+
+    def observation(self, env: VecEnv) -> torch.Tensor:
+        """(n, 2): sin and cos of 2 pi phase, continuous over the cycle's end."""
+        angle = (2 * math.pi) * self.phase(env)
+        return torch.stack([torch.sin(angle), torch.cos(angle)], dim=1)
+
+    def in_stance(self, env: VecEnv) -> torch.Tensor:
+        """(n, feet) bool: which feet the reference gait has on the ground."""
+        if self._offsets is None:
+            self._offsets = torch.tensor(self.foot_offsets, device=env.device)
+        foot_phase = torch.remainder(self.phase(env).unsqueeze(1) - self._offsets, 1.0)
+        return foot_phase < self.stance_fraction
+
+
+mirror_gait_clock = mirror_signs(-1, -1)
+"""The mirror image of a gait is the same gait half a period on, when mirrored feet are offset by
+half a period: sin and cos of the phase change sign."""
+
+
+def feet_gait(env: VecEnv, clock: GaitClock) -> torch.Tensor:
+    """Number of feet whose contact matches the reference gait while commanded to move (down in
+    stance, up in swing), or that are down while told to stand."""
+    moving = env.cached(is_moving_command).unsqueeze(1)
+    should_touch = clock.in_stance(env) | ~moving
+    return (feet(env).contacts == should_touch).sum(dim=1).float()
+
+
 def feet_tilt(env: VecEnv) -> torch.Tensor:
     """Sum over feet of the squared horizontal components of gravity in the foot's frame: 0 for
     soles parallel to level ground (flat feet land flat and push off flat). For feet whose
