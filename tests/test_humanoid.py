@@ -125,6 +125,34 @@ def test_self_collisions_are_counted_apart_from_ground_contacts():
     assert torch.equal(legged.foot_contact_states(env), torch.zeros(2, 2))
 
 
+def test_upright_pays_one_when_level_and_falls_with_the_squared_tilt():
+    env = legs_only_env(num_envs=3)
+    base = env.robot.base_qpos
+    for world, tilt in enumerate((0.0, 0.3, 1.2)):  # about the base's y axis
+        env.sim.qpos[world, base + 3 : base + 7] = torch.tensor([math.cos(tilt / 2), 0, math.sin(tilt / 2), 0])
+    env.sim.forward()
+    env.after_physics()
+    expected = torch.tensor([math.exp(-(math.sin(tilt) ** 2) / 0.2) for tilt in (0.0, 0.3, 1.2)])
+    torch.testing.assert_close(mdp.upright(env, sigma=0.2), expected)
+
+
+def test_posture_is_tight_while_standing_and_per_joint_while_walking():
+    env = legs_only_env(num_envs=2)
+    names = env.sim.actuator_joints()
+    knee, hip_roll = names.index("left_knee_joint"), names.index("right_hip_roll_joint")
+    start = env.robot.joint_qpos.start
+    env.sim.qpos[:, env.robot.joint_qpos] = env.robot.home_joint_pos  # resets start near home, not at it
+    env.sim.qpos[:, start + knee] += 0.35
+    env.sim.qpos[:, start + hip_roll] += 0.1
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
+    posture = legged.Posture(0.05, (("*knee*", 0.35), ("*", 0.1)))
+    walking = math.exp(-(1.0**2 + 1.0**2) / len(names))
+    standing = math.exp(-((0.35 / 0.05) ** 2 + (0.1 / 0.05) ** 2) / len(names))
+    torch.testing.assert_close(posture(env), torch.tensor([walking, standing]))
+    with pytest.raises(UsageError, match="no pattern for the joint 'left_hip_pitch_joint'"):
+        legged.Posture(0.05, (("*knee*", 0.35),))(env)
+
+
 def test_angular_momentum_is_the_whole_robots_about_its_centre_of_mass():
     env = legs_only_env(num_envs=3)
     # Each world's base mass was drawn at reset (2 kg heavier at most), so each world's subtree

@@ -100,7 +100,7 @@ def _rewards(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str
     w, dt = cfg.rewards, cfg.sim.timestep * cfg.sim.decimation
     weighted = {
         "track_lin_vel": (partial(legged.track_lin_vel, sigma=w.tracking_sigma), w.track_lin_vel),
-        "track_yaw_rate": (partial(legged.track_yaw_rate, sigma=w.tracking_sigma), w.track_yaw_rate),
+        "track_yaw_rate": (partial(legged.track_yaw_rate, sigma=w.yaw_tracking_sigma), w.track_yaw_rate),
         "lin_vel_z": (mdp.lin_vel_z, w.lin_vel_z),
         "ang_vel_xy": (mdp.ang_vel_xy, w.ang_vel_xy),
         "joint_torques": (mdp.joint_torques, w.joint_torques),
@@ -108,6 +108,8 @@ def _rewards(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str
         "action_rate": (mdp.action_rate, w.action_rate),
         "undesired_contacts": (mdp.undesired_contacts, w.undesired_contacts),
         "flat_orientation": (mdp.flat_orientation, w.flat_orientation),
+        "upright": (partial(mdp.upright, sigma=w.upright_sigma), w.upright),
+        "posture": (legged.Posture(w.posture_std_standing, w.posture_std_walking), w.posture),
         "feet_air_time": (partial(legged.feet_air_time, threshold=w.feet_air_time_threshold), w.feet_air_time),
         "feet_slip": (legged.feet_slip, w.feet_slip),
         "feet_clearance": (partial(legged.feet_clearance, height=w.feet_clearance_height), w.feet_clearance),

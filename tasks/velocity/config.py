@@ -75,7 +75,9 @@ class RewardConfig:
     track_yaw_rate: float = 1.0
     """exp(-(w_z - command_yaw)^2 / tracking_sigma), base frame."""
     tracking_sigma: float = 0.25
-    """Squared error (m^2/s^2 or rad^2/s^2) at which a tracking reward falls to 1/e."""
+    """Squared error (m^2/s^2) at which the linear velocity's tracking reward falls to 1/e."""
+    yaw_tracking_sigma: float = 0.25
+    """Squared error (rad^2/s^2) at which the yaw rate's tracking reward falls to 1/e."""
     lin_vel_z: float = -2.0
     """Vertical base velocity squared."""
     ang_vel_xy: float = -0.05
@@ -91,6 +93,10 @@ class RewardConfig:
     """Number of the robot's undesired-contact geoms (e.g. trunk, thighs, calves) touching the floor."""
     flat_orientation: float = -2.0
     """Squared horizontal components of gravity in the base frame (0 when level)."""
+    upright: float = 0.0
+    """exp(-flat_orientation's quantity / upright_sigma): paid for being level, 1 at most."""
+    upright_sigma: float = 0.2
+    """Squared horizontal gravity component at which `upright` falls to 1/e (0.2: a 27 degree tilt)."""
     termination: float = -500.0
     """Paid on the step an episode terminates (not on time-outs): -500 x 0.02 s = -10. Without it
     an untrained policy, whose penalties outweigh its tracking reward, learns to fall at once."""
@@ -127,10 +133,21 @@ class RewardConfig:
     """Sum of |q - q_home| (rad) over the joints that `joint_deviation_joints` name."""
     joint_deviation_joints: tuple[str, ...] = ()
     """Shell-style patterns of the joints held near home by `joint_deviation` (e.g. "*hip_roll*")."""
+    posture: float = 0.0
+    """exp(-mean over the actuated joints of ((q - q_home) / std)^2): paid for the home pose,
+    with a tight std while told to stand and a per-joint one while moving."""
+    posture_std_standing: float = 0.05
+    """The std (rad) of every joint in `posture` while told to stand."""
+    posture_std_walking: tuple[tuple[str, float], ...] = ()
+    """Per joint, the std (rad) in `posture` while moving: shell-style patterns and their std,
+    the first match counting (e.g. "*knee*" 0.35 "*" 0.1); every actuated joint needs one."""
 
     # The weights are any finite numbers (penalties are negative).
     bounds: ClassVar[dict] = {
         "tracking_sigma": "> 0",
+        "yaw_tracking_sigma": "> 0",
+        "upright_sigma": "> 0",
+        "posture_std_standing": "> 0",
         "feet_air_time_threshold": ">= 0",
         "feet_clearance_height": ">= 0",
         "feet_single_stance_threshold": ">= 0",

@@ -9,6 +9,7 @@ terrain under them (`env.terrain`), so they hold on any ground.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import math
 
 import mujoco
@@ -21,8 +22,10 @@ from mjrl.envs.terms import (
     base_lin_vel,
     base_position,
     base_rotation_transposed,
+    joint_pos_rel,
     mirror_signs,
 )
+from mjrl.errors import UsageError
 
 COMMAND = "base_velocity"
 """Name of the velocity command: (forward m/s, lateral m/s, yaw rad/s) in the base frame."""
@@ -259,6 +262,33 @@ def feet_gait(env: VecEnv, clock: GaitClock) -> torch.Tensor:
     moving = env.cached(is_moving_command).unsqueeze(1)
     should_touch = clock.in_stance(env) | ~moving
     return (feet(env).contacts == should_touch).sum(dim=1).float()
+
+
+class Posture:
+    """exp(-mean over the actuated joints of ((q - q_home) / std)^2): 1 at the home pose. While
+    told to stand every joint has `standing_std`; while moving each has the std of the first
+    `walking_std` pattern its name matches (shell-style), looser for the joints a gait swings
+    (mjlab's variable posture)."""
+
+    def __init__(self, standing_std: float, walking_std: tuple[tuple[str, float], ...]):
+        self.standing_std, self.walking_std = standing_std, walking_std
+        self._walking: torch.Tensor | None = None
+
+    def _walking_stds(self, env: VecEnv) -> torch.Tensor:
+        stds = []
+        for name in env.sim.actuator_joints():
+            matches = [std for pattern, std in self.walking_std if fnmatch.fnmatchcase(name, pattern)]
+            if not matches:
+                raise UsageError(f"--env.rewards.posture-std-walking has no pattern for the joint {name!r}: add one")
+            stds.append(matches[0])
+        return torch.tensor(stds, device=env.device)
+
+    def __call__(self, env: VecEnv) -> torch.Tensor:
+        if self._walking is None:
+            self._walking = self._walking_stds(env)
+        moving = env.cached(is_moving_command).unsqueeze(1)
+        std = torch.where(moving, self._walking, self.standing_std)
+        return torch.exp(-torch.mean((joint_pos_rel(env) / std) ** 2, dim=1))
 
 
 def feet_tilt(env: VecEnv) -> torch.Tensor:

@@ -265,6 +265,14 @@ def flat_orientation(env: VecEnv) -> torch.Tensor:
     return torch.sum(env.cached(projected_gravity)[:, :2] ** 2, dim=1)
 
 
+def upright(env: VecEnv, sigma: float) -> torch.Tensor:
+    """exp(-|g_xy|^2 / sigma), g the gravity direction in the base frame: 1 when level. A
+    payment for standing up where `flat_orientation` is a penalty for leaning: with it, every
+    step a biped stays up is worth something, so falling costs what the rest of the episode
+    would have paid."""
+    return torch.exp(flat_orientation(env) / -sigma)
+
+
 def undesired_contacts(env: VecEnv) -> torch.Tensor:
     """Number of the robot's undesired-contact geoms touching the ground."""
     return env.contacts.index_select(1, env.robot.undesired_geoms).sum(dim=1).float()
