@@ -22,7 +22,7 @@ from mjrl.sim import Scene
 from mjrl.sim.terrain import TerrainConfig
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity import legged
-from mjrl.tasks.velocity.humanoid import UPPER_BODY_JOINTS
+from mjrl.tasks.velocity.humanoid import SIDES, UPPER_BODY_JOINTS
 
 TASK = "Mjrl-Velocity-Flat-Humanoid"
 XML = Path(load_task(TASK).env_cfg.robot.mjcf)
@@ -233,6 +233,48 @@ def test_feet_are_paid_for_following_the_gait_while_moving_and_for_standing_when
     torch.testing.assert_close(legged.feet_gait(env, clock), torch.tensor([2.0, 1.0, 0.0, 2.0]))
     env.state.contacts[3, 1] = False  # standing on one foot while told to stand
     assert legged.feet_gait(env, clock)[3].item() == 1.0
+
+
+SWING = (("*hip_pitch*", -0.35), ("*knee*", 0.7), ("*ankle_pitch*", -0.35))
+
+
+def test_the_reference_swing_lifts_the_swinging_foot_with_its_sole_level():
+    env = legs_only_env(num_envs=2)
+    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5), swing_joint_offsets=SWING)
+    columns, feet, _ = clock.swing_joints(env)
+    names = env.sim.actuator_joints()
+    assert [(names[c], f) for c, f in zip(columns.tolist(), feet.tolist(), strict=True)] == [
+        (f"{side}_{joint}_joint", foot)
+        for foot, side in enumerate(SIDES)
+        for joint in ("hip_pitch", "knee", "ankle_pitch")
+    ]
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
+    env.episode_length[:] = 31  # the middle of the left foot's swing (phase 0.55-1, 22-40 of 40 steps)
+    reference = clock.swing_reference(env)
+    torch.testing.assert_close(reference[0], torch.tensor([-0.35, 0.7, -0.35, 0.0, 0.0, 0.0]))
+    assert not reference[1].any()  # told to stand: home
+    # Hung in the air, the reference pose puts the left sole 6-10 cm above the right, level.
+    env.sim.qpos[:, 2] += 0.3
+    env.sim.qpos[:, env.robot.joint_qpos] = env.robot.home_joint_pos
+    env.sim.qpos[0, env.robot.joint_qpos.start + columns] += reference[0]
+    env.sim.forward()
+    env.after_physics()
+    height = env.sim.geom_xpos[0, env.robot.foot_geoms, 2]
+    assert 0.06 < (height[0] - height[1]).item() < 0.10
+    sole_normal = env.sim.geom_xmat[0, env.robot.foot_geoms[0], 2, 2]
+    assert sole_normal.item() > 0.999
+    torch.testing.assert_close(legged.gait_joints(env, clock), torch.tensor([1.0, 1.0]))
+    env.episode_length[:] = 10  # the right foot's swing: the bent left leg now pays less
+    assert legged.gait_joints(env, clock)[0].item() < 0.2
+
+
+def test_a_swing_joint_must_move_exactly_one_foot(tmp_path):
+    task = load_task(TASK)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=1)
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
+    clock = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=(("waist*", 0.1),))
+    with pytest.raises(UsageError, match="names 'waist_yaw_joint', which moves 0 feet, not 1"):
+        clock.swing_joints(env)
 
 
 @pytest.mark.parametrize(

@@ -41,17 +41,21 @@ __all__ = ["VelocityEnvConfig", "build", "play_metrics"]
 def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
     gait = cfg.gait
     if not gait.foot_phase_offsets:
-        if cfg.rewards.feet_gait:
-            raise UsageError(
-                "--env.rewards.feet-gait needs a gait clock: give --env.gait.foot-phase-offsets, one per foot"
-            )
+        for name in ("feet_gait", "gait_joints"):
+            if getattr(cfg.rewards, name):
+                flag = name.replace("_", "-")
+                raise UsageError(
+                    f"--env.rewards.{flag} needs a gait clock: give --env.gait.foot-phase-offsets, one per foot"
+                )
         return None
     if len(gait.foot_phase_offsets) != len(cfg.robot.foot_geoms):
         raise UsageError(
             f"--env.gait.foot-phase-offsets has {len(gait.foot_phase_offsets)} values for "
             f"{len(cfg.robot.foot_geoms)} feet ({' '.join(cfg.robot.foot_geoms)}): give one per foot"
         )
-    return legged.GaitClock(gait.period_s, gait.stance_fraction, gait.foot_phase_offsets)
+    if cfg.rewards.gait_joints and not gait.swing_joint_offsets:
+        raise UsageError("--env.rewards.gait-joints needs a reference swing: give --env.gait.swing-joint-offsets")
+    return legged.GaitClock(gait.period_s, gait.stance_fraction, gait.foot_phase_offsets, gait.swing_joint_offsets)
 
 
 def _observations(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str, dict[str, ObsTerm]]:
@@ -119,6 +123,7 @@ def _rewards(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str
         ),
         "feet_tilt": (legged.feet_tilt, w.feet_tilt),
         "feet_gait": (partial(legged.feet_gait, clock=clock), w.feet_gait),
+        "gait_joints": (partial(legged.gait_joints, clock=clock), w.gait_joints),
         "self_collisions": (mdp.self_collisions, w.self_collisions),
         "angular_momentum": (mdp.AngularMomentum(), w.angular_momentum),
         "joint_deviation": (mdp.JointDeviation(w.joint_deviation_joints), w.joint_deviation),

@@ -121,6 +121,9 @@ class RewardConfig:
     """Number of feet whose contact matches the reference gait (`VelocityEnvConfig.gait`): down
     in their stance phase and up in their swing phase while commanded to move, down while told
     to stand. Needs the gait clock."""
+    gait_joints: float = 0.0
+    """exp(-2 |q - q_ref|) over the joints `GaitConfig.swing_joint_offsets` names, q_ref the
+    gait clock's reference swing: paid for bending a leg as its foot's swing begins."""
     feet_tilt: float = 0.0
     """Sum over feet of the squared horizontal components of gravity in the foot's frame (soles
     that are not level: flat feet)."""
@@ -169,6 +172,11 @@ class GaitConfig:
     """Duration of a gait cycle (s): a step of each foot."""
     stance_fraction: float = 0.55
     """Share of the cycle a foot spends on the ground; the rest is its swing."""
+    swing_joint_offsets: tuple[tuple[str, float], ...] = ()
+    """A reference swing for `RewardConfig.gait_joints`: shell-style joint name patterns and
+    their offsets from home (rad) at mid-swing, the first match counting (e.g. "*hip_pitch*"
+    -0.35 "*knee*" 0.7). Each joint moves with the one foot below it, by offset x sin(pi x
+    swing progress) while that foot swings."""
 
     bounds: ClassVar[dict] = {"foot_phase_offsets": "[0, 1)", "period_s": "> 0", "stance_fraction": "(0, 1)"}
 

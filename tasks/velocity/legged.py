@@ -227,12 +227,18 @@ def feet_single_stance(env: VecEnv, threshold: float) -> torch.Tensor:
 class GaitClock:
     """A reference gait: a phase running from 0 to 1 every `period_s` of the episode, and for
     each foot a stance phase of `stance_fraction` of the cycle starting at its offset. It is the
-    same in every episode at the same time, so the policy reads it from its observation."""
+    same in every episode at the same time, so the policy reads it from its observation.
+
+    `swing_joint_offsets` (shell-style joint name patterns and offsets from home, rad) give the
+    legs a reference swing: each such joint moves with the foot below it in the kinematic tree,
+    home + offset * sin(pi * swing progress) while that foot swings, home otherwise."""
 
     period_s: float
     stance_fraction: float
     foot_offsets: tuple[float, ...]
+    swing_joint_offsets: tuple[tuple[str, float], ...] = ()
     _offsets: torch.Tensor | None = None
+    _swing: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def phase(self, env: VecEnv) -> torch.Tensor:
         """(n,): the phase of the cycle, in [0, 1)."""
@@ -243,12 +249,63 @@ class GaitClock:
         angle = (2 * math.pi) * self.phase(env)
         return torch.stack([torch.sin(angle), torch.cos(angle)], dim=1)
 
-    def in_stance(self, env: VecEnv) -> torch.Tensor:
-        """(n, feet) bool: which feet the reference gait has on the ground."""
+    def foot_phase(self, env: VecEnv) -> torch.Tensor:
+        """(n, feet): where each foot is in its own cycle, 0 at the start of its stance."""
         if self._offsets is None:
             self._offsets = torch.tensor(self.foot_offsets, device=env.device)
-        foot_phase = torch.remainder(self.phase(env).unsqueeze(1) - self._offsets, 1.0)
-        return foot_phase < self.stance_fraction
+        return torch.remainder(self.phase(env).unsqueeze(1) - self._offsets, 1.0)
+
+    def in_stance(self, env: VecEnv) -> torch.Tensor:
+        """(n, feet) bool: which feet the reference gait has on the ground."""
+        return self.foot_phase(env) < self.stance_fraction
+
+    def swing_joints(self, env: VecEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The joints `swing_joint_offsets` name (action columns), the foot each moves with,
+        and their offsets at mid-swing."""
+        if self._swing is None:
+            self._swing = _swing_joints(env, self.swing_joint_offsets)
+        return self._swing
+
+    def swing_reference(self, env: VecEnv) -> torch.Tensor:
+        """(n, swing joints): the reference offsets from home of `swing_joints`, 0 while told
+        to stand."""
+        _, foot, amplitude = self.swing_joints(env)
+        progress = (self.foot_phase(env).index_select(1, foot) - self.stance_fraction) / (1 - self.stance_fraction)
+        lift = torch.sin(math.pi * progress.clamp(min=0))  # 0 in stance
+        return amplitude * lift * env.cached(is_moving_command).unsqueeze(1)
+
+
+def _swing_joints(env: VecEnv, offsets: tuple[tuple[str, float], ...]) -> tuple[torch.Tensor, ...]:
+    model = env.sim.mj_model
+    foot_bodies = [int(model.geom_bodyid[g]) for g in env.robot.foot_geoms.tolist()]
+
+    def ancestors(body: int) -> set[int]:
+        chain = {body}
+        while body > 0:
+            body = int(model.body_parentid[body])
+            chain.add(body)
+        return chain
+
+    columns, feet, amplitudes = [], [], []
+    for column, name in enumerate(env.sim.actuator_joints()):
+        matches = [offset for pattern, offset in offsets if fnmatch.fnmatchcase(name, pattern)]
+        if not matches:
+            continue
+        body = int(model.jnt_bodyid[model.joint(name).id])
+        below = [k for k, foot in enumerate(foot_bodies) if body in ancestors(foot)]
+        if len(below) != 1:
+            raise UsageError(f"--env.gait.swing-joint-offsets names {name!r}, which moves {len(below)} feet, not 1")
+        columns.append(column)
+        feet.append(below[0])
+        amplitudes.append(matches[0])
+    if not columns:
+        raise UsageError(f"--env.gait.swing-joint-offsets match none of the joints {env.sim.actuator_joints()}")
+    device = env.device
+    return (
+        torch.tensor(columns, device=device),
+        torch.tensor(feet, device=device),
+        torch.tensor(amplitudes, device=device),
+    )
 
 
 mirror_gait_clock = mirror_signs(-1, -1)
@@ -289,6 +346,15 @@ class Posture:
         moving = env.cached(is_moving_command).unsqueeze(1)
         std = torch.where(moving, self._walking, self.standing_std)
         return torch.exp(-torch.mean((joint_pos_rel(env) / std) ** 2, dim=1))
+
+
+def gait_joints(env: VecEnv, clock: GaitClock) -> torch.Tensor:
+    """exp(-2 |q - q_ref|) over the joints the clock's swing reference names, q_ref its
+    reference: 1 on the reference swing (Humanoid-Gym's joint reference term). Unlike the
+    contacts, it grows as a leg starts to bend, before its foot leaves the ground."""
+    columns, _, _ = clock.swing_joints(env)
+    error = joint_pos_rel(env).index_select(1, columns) - clock.swing_reference(env)
+    return torch.exp(-2 * torch.linalg.vector_norm(error, dim=1))
 
 
 def feet_tilt(env: VecEnv) -> torch.Tensor:
