@@ -287,9 +287,21 @@ def test_a_swing_joint_must_move_exactly_one_foot(tmp_path):
             ("--env.rewards.feet-gait", "0.5"),
             "--env.rewards.feet-gait needs a gait clock",
         ),
+        (TASK, ("--env.rewards.gait-joints", "1"), "--env.rewards.gait-joints needs a reference swing"),
+        # Found only against the built model: refused before the run's directory is kept.
+        (
+            TASK,
+            ("--env.gait.swing-joint-offsets", "waist*", "0.1", "--env.rewards.gait-joints", "1"),
+            "names 'waist_yaw_joint', which moves 0 feet",
+        ),
+        (
+            TASK,
+            ("--env.rewards.posture", "1", "--env.rewards.posture-std-walking", "*knee*", "0.3"),
+            "has no pattern for the joint 'left_hip_pitch_joint'",
+        ),
     ],
 )
-def test_a_gait_clock_that_does_not_fit_the_robot_is_refused_in_one_line(log_root, task, flags, message):
+def test_a_gait_or_posture_that_does_not_fit_the_robot_is_refused_in_one_line(log_root, task, flags, message):
     result = run_main("train", task, *TINY_RUN, "--log-root", str(log_root), *flags)
     assert result.returncode == 2, result.stderr[-2000:]
     assert message in result.stderr and "Traceback" not in result.stderr

@@ -102,6 +102,9 @@ class VecEnv:
             if ev.mode == "startup":
                 ev.func(self, everything)
         self._start_episodes()
+        # Terms look names up in the model at their first call: a wrong one is a UsageError
+        # here, before training starts, not at the first step.
+        self._compute_reward()
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
         self.obs_std_floors = {group: self._std_floors(terms) for group, terms in task.observations.items()}
         """Per group, each column's `ObsTerm.std_floor` (None when no term has one)."""

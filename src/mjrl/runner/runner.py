@@ -296,13 +296,14 @@ def train(
     run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
 
     seed_everything(cfg.seed + ctx.rank)
-    env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
-    ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
     try:
+        env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
+        ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
         algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed + ctx.rank)
     except UsageError:
-        # What only the built env can tell (a teacher reading other observations): a fresh
-        # run's directory is still empty, and is not left behind.
+        # What only the built env can tell (joint names a term matches against the model, a
+        # teacher reading other observations): a fresh run's directory is still empty, and is
+        # not left behind.
         if ctx.is_main and not resumed and ctx.job_id is None and not any(run_dir.iterdir()):
             run_dir.rmdir()
             with contextlib.suppress(OSError):  # the task's folder and the log root, when empty
