@@ -43,8 +43,7 @@ def main() -> None:
     )
     cfg = dataclasses.replace(cfg.for_evaluation(args.num_envs), commands=forward)
     env, policy = load_trained(task, state, path, cfg, torch.device("cpu"))
-    gait = cfg.gait
-    clock = legged.GaitClock(gait.period_s, gait.stance_fraction, gait.foot_phase_offsets, gait.swing_joint_offsets)
+    clock = legged.GaitClock.of(cfg.gait)
     columns, feet, _ = clock.swing_joints(env)
     columns = columns[feet == 0]  # the first foot's leg
 

@@ -80,7 +80,7 @@ def test_the_mirrored_observation_of_a_mirrored_state_is_the_observation_of_the_
         assert (obs[group][:N] - obs[group][N:]).abs().max() > 0.1
     if env.cfg.gait.foot_phase_offsets:  # the image follows the reference gait as the state does
         env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
-        clock = legged.GaitClock(env.cfg.gait.period_s, env.cfg.gait.stance_fraction, env.cfg.gait.foot_phase_offsets)
+        clock = legged.GaitClock.of(env.cfg.gait)
         stance = clock.in_stance(env)
         assert torch.equal(stance[N:], stance[:N].flip(1)) and not torch.equal(stance[N:], stance[:N])
         torch.testing.assert_close(legged.feet_gait(env, clock)[N:], legged.feet_gait(env, clock)[:N])

@@ -55,7 +55,7 @@ def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
         )
     if cfg.rewards.gait_joints and not gait.swing_joint_offsets:
         raise UsageError("--env.rewards.gait-joints needs a reference swing: give --env.gait.swing-joint-offsets")
-    return legged.GaitClock(gait.period_s, gait.stance_fraction, gait.foot_phase_offsets, gait.swing_joint_offsets)
+    return legged.GaitClock.of(gait)
 
 
 def _observations(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str, dict[str, ObsTerm]]:

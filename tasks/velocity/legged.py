@@ -9,8 +9,8 @@ terrain under them (`env.terrain`), so they hold on any ground.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import math
+from typing import TYPE_CHECKING
 
 import mujoco
 import torch
@@ -24,8 +24,12 @@ from mjrl.envs.terms import (
     base_rotation_transposed,
     joint_pos_rel,
     mirror_signs,
+    per_joint_values,
 )
 from mjrl.errors import UsageError
+
+if TYPE_CHECKING:
+    from mjrl.tasks.velocity.config import GaitConfig
 
 COMMAND = "base_velocity"
 """Name of the velocity command: (forward m/s, lateral m/s, yaw rad/s) in the base frame."""
@@ -240,6 +244,10 @@ class GaitClock:
     _offsets: torch.Tensor | None = None
     _swing: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
+    @classmethod
+    def of(cls, gait: GaitConfig) -> GaitClock:
+        return cls(gait.period_s, gait.stance_fraction, gait.foot_phase_offsets, gait.swing_joint_offsets)
+
     def phase(self, env: VecEnv) -> torch.Tensor:
         """(n,): the phase of the cycle, in [0, 1)."""
         return torch.remainder(env.episode_length * (env.step_dt / self.period_s), 1.0)
@@ -277,7 +285,6 @@ class GaitClock:
 
 def _swing_joints(env: VecEnv, offsets: tuple[tuple[str, float], ...]) -> tuple[torch.Tensor, ...]:
     model = env.sim.mj_model
-    foot_bodies = [int(model.geom_bodyid[g]) for g in env.robot.foot_geoms.tolist()]
 
     def ancestors(body: int) -> set[int]:
         chain = {body}
@@ -286,25 +293,20 @@ def _swing_joints(env: VecEnv, offsets: tuple[tuple[str, float], ...]) -> tuple[
             chain.add(body)
         return chain
 
-    columns, feet, amplitudes = [], [], []
-    for column, name in enumerate(env.sim.actuator_joints()):
-        matches = [offset for pattern, offset in offsets if fnmatch.fnmatchcase(name, pattern)]
-        if not matches:
-            continue
+    foot_chains = [ancestors(int(model.geom_bodyid[g])) for g in env.robot.foot_geoms.tolist()]
+    names, amplitudes = env.sim.actuator_joints(), per_joint_values(env, offsets)
+    if not amplitudes:
+        raise UsageError(f"--env.gait.swing-joint-offsets match none of the joints {names}")
+    feet = []
+    for column in amplitudes:
+        name = names[column]
         body = int(model.jnt_bodyid[model.joint(name).id])
-        below = [k for k, foot in enumerate(foot_bodies) if body in ancestors(foot)]
+        below = [k for k, chain in enumerate(foot_chains) if body in chain]
         if len(below) != 1:
             raise UsageError(f"--env.gait.swing-joint-offsets names {name!r}, which moves {len(below)} feet, not 1")
-        columns.append(column)
         feet.append(below[0])
-        amplitudes.append(matches[0])
-    if not columns:
-        raise UsageError(f"--env.gait.swing-joint-offsets match none of the joints {env.sim.actuator_joints()}")
-    device = env.device
-    return (
-        torch.tensor(columns, device=device),
-        torch.tensor(feet, device=device),
-        torch.tensor(amplitudes, device=device),
+    return tuple(
+        torch.tensor(values, device=env.device) for values in (list(amplitudes), feet, list(amplitudes.values()))
     )
 
 
@@ -332,13 +334,11 @@ class Posture:
         self._walking: torch.Tensor | None = None
 
     def _walking_stds(self, env: VecEnv) -> torch.Tensor:
-        stds = []
-        for name in env.sim.actuator_joints():
-            matches = [std for pattern, std in self.walking_std if fnmatch.fnmatchcase(name, pattern)]
-            if not matches:
+        stds = per_joint_values(env, self.walking_std)
+        for column, name in enumerate(env.sim.actuator_joints()):
+            if column not in stds:
                 raise UsageError(f"--env.rewards.posture-std-walking has no pattern for the joint {name!r}: add one")
-            stds.append(matches[0])
-        return torch.tensor(stds, device=env.device)
+        return torch.tensor([stds[column] for column in range(len(stds))], device=env.device)
 
     def __call__(self, env: VecEnv) -> torch.Tensor:
         if self._walking is None:

@@ -283,6 +283,17 @@ def self_collisions(env: VecEnv) -> torch.Tensor:
     return env.sim.count_contacts_excluding(env.robot.ground_geom)
 
 
+def per_joint_values(env: VecEnv, patterns: tuple[tuple[str, float], ...]) -> dict[int, float]:
+    """For each actuated joint (by action column) whose name matches one of `patterns`
+    (shell-style name patterns with a value each), the value of the first that matches."""
+    values = {}
+    for column, name in enumerate(env.sim.actuator_joints()):
+        matches = [value for pattern, value in patterns if fnmatch.fnmatchcase(name, pattern)]
+        if matches:
+            values[column] = matches[0]
+    return values
+
+
 class JointDeviation:
     """Sum of |q - q_home| over the actuated joints whose names match one of `patterns`
     (shell-style, e.g. "*hip_roll*"): holds joints that walking needs little near home."""
