@@ -63,7 +63,8 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
     _, original = load_newest_checkpoint(own_teacher)
     more = run_main("train", TEACHER_TASK, *TINY_RUN, "--resume-dir", str(own_teacher), "--runner.max-iterations", "4")
     assert more.returncode == 0, more.stderr[-3000:]
-    resumed = distil(own_teacher, log_root, "--resume-dir", str(run_dir), "--runner.max-iterations", "4")
+    # Resumed without naming its teacher: the run's own config names it.
+    resumed = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "4")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [row["iteration"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
     _, state = load_newest_checkpoint(run_dir)
@@ -71,7 +72,8 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
     for name, value in original["policy"].items():
         assert torch.equal(state["teacher"][name], value), name
     # A student's run goes on only as a distillation, and a teacher's only with PPO.
-    as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "5")
+    as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--distillation.teacher", "",
+                      "--runner.max-iterations", "5")  # fmt: skip
     assert as_ppo.returncode == 2 and "is a distillation's: continue it with --distillation.teacher" in as_ppo.stderr
     assert "Traceback" not in as_ppo.stderr
 

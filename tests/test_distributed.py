@@ -119,6 +119,21 @@ def test_two_nodes_on_one_machine(log_root):
     assert read_jsonl(Path(summaries[0]["run_dir"]) / "metrics.jsonl")[-1]["env_steps"] == (WARM_UP + 3) * 2 * 256
 
 
+def test_nodes_given_different_configs_stop_before_training(log_root):
+    """Each node parses its own command line (and a resume reads the run's config from its
+    own disk): a node given another experiment must not train beside rank 0's."""
+    port = free_port()
+    common = [*SMALL, "--log-root", str(log_root), "--nproc-per-node", "1", "--nnodes", "2",
+              "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", "two-configs"]  # fmt: skip
+    commands = [[str(BIN / "train"), TASK, *common, *extra] for extra in ([], ["--algorithm.entropy-coef", "0.02"])]
+    nodes = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    for node, (_, err) in zip(nodes, outputs, strict=True):
+        assert node.returncode == 2, err[-3000:]
+        assert "another config than rank 0" in err and "Traceback" not in err
+    assert not list((log_root / TASK).glob("20*"))  # no run directory was made
+
+
 def test_replica_check_stops_a_run_whose_ranks_diverge(log_root):
     result = run_cli(
         "train", TASK, *SMALL, "--log-root", str(log_root), "--nproc-per-node", "2", "--fault", "perturb@1:1"

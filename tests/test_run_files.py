@@ -116,6 +116,22 @@ def test_resume_keeps_the_original_config_and_its_reproduction_starts_afresh(log
     assert [m["iteration"] for m in read_jsonl(again / "metrics.jsonl")] == [0]
 
 
+def test_a_resume_continues_with_the_runs_own_config_which_flags_change(log_root):
+    """Resumed without its flags, a run keeps the experiment it was (the task's defaults would
+    quietly change its rewards or its learning rate); flags given with the resume change it,
+    and the next resume starts from that."""
+    started = train(log_root, "--runner.max-iterations", "1", "--seed", "5", "--algorithm.entropy-coef", "0.02")
+    first = Path(last_json(started.stdout)["run_dir"])
+    train(log_root, "--runner.max-iterations", "2", "--resume-dir", str(first))
+    resumed = yaml.safe_load((first / "config.resume-000001.yaml").read_text())
+    assert resumed["seed"] == 5 and resumed["algorithm"]["entropy_coef"] == 0.02
+    assert resumed["runner"]["max_iterations"] == 2
+    train(log_root, "--runner.max-iterations", "3", "--resume", "True", "--algorithm.entropy-coef", "0.0")
+    again = yaml.safe_load((first / "config.resume-000002.yaml").read_text())
+    assert again["seed"] == 5 and again["algorithm"]["entropy_coef"] == 0.0
+    assert [m["iteration"] for m in read_jsonl(first / "metrics.jsonl")] == [0, 1, 2]
+
+
 def test_a_gpu_checkpoint_resumes_on_the_cpu(log_root):
     """A checkpoint as a CUDA run writes it (16-byte Philox generator states) continues on a
     machine without a GPU. The GPU is faked by rewriting a CPU run's checkpoint."""

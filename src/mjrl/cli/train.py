@@ -22,11 +22,13 @@ tasks:
 
 presets (configs/): {presets}
 --config FILE feeds a run's own config.yaml back in, to reproduce that run.
+--resume True / --resume-dir RUN continue a run with the config it last ran with; flags change it.
 """
 
 
 def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
-    """argv -> (task, TrainConfig). Order of precedence: task defaults < --preset < --config < flags."""
+    """argv -> (task, TrainConfig). Order of precedence: task defaults < the resumed run's own
+    config (when resuming) < --preset < --config < flags."""
     from mjrl.tasks import describe_tasks, load_task
 
     args = list(argv)
@@ -43,20 +45,45 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     else:
         raise UsageError("the first argument must be a task name; `train --help` lists them")
     task = load_task(task_name)
+    saved_task = saved.pop("task", task_name) if saved is not None else task_name
+    if saved_task != task_name:
+        raise UsageError(f"--config {config_file} is a config of {saved_task}, not {task_name}")
 
+    from mjrl.runner.config import TrainConfig
+    from mjrl.runner.start import resumed_run_config
+
+    defaults = TrainConfig.for_task(task)
+    cfg = _compose(task_name, defaults, preset, saved, args)
+    run_config = resumed_run_config(task_name, cfg)
+    if run_config is not None:
+        # A resume continues the experiment the run was: its own config is the base, and what
+        # the command line gives changes it. Starting from the task's defaults instead quietly
+        # changed the rewards of a run resumed without its --config.
+        cfg = _compose(task_name, _run_config(defaults, run_config, task_name), preset, saved, args)
+    return task, cfg
+
+
+def _compose(task_name: str, base: TrainConfig, preset: str | None, saved: dict | None, args: list[str]) -> TrainConfig:
     from mjrl.config import apply_dict
     from mjrl.runner.config import TrainConfig
 
-    cfg = TrainConfig.for_task(task)
-    if preset is not None:
-        cfg = apply_dict(cfg, load_preset(preset))
-    if saved is not None:
-        saved_task = saved.pop("task", task_name)
-        if saved_task != task_name:
-            raise UsageError(f"--config {config_file} is a config of {saved_task}, not {task_name}")
-        cfg = apply_dict(cfg, saved)
-    cfg = parse_flags(TrainConfig[type(task.env_cfg)], cfg, args, f"train {task_name}", f"Train {task_name} with PPO.")
-    return task, cfg
+    cfg = base if preset is None else apply_dict(base, load_preset(preset))
+    cfg = cfg if saved is None else apply_dict(cfg, saved)
+    return parse_flags(TrainConfig[type(base.env)], cfg, args, f"train {task_name}", f"Train {task_name} with PPO.")
+
+
+def _run_config(defaults: TrainConfig, path: Path, task_name: str) -> TrainConfig:
+    """`defaults` changed by the config a run last ran with (a run of another task is left for
+    the resume's own check to refuse, by name)."""
+    from mjrl.config import apply_dict
+
+    run = read_yaml(path, "the resumed run's config")
+    if run.pop("task", task_name) != task_name:
+        return defaults
+    try:
+        return apply_dict(defaults, run)
+    except UsageError as exc:
+        raise UsageError(f"{path} (the resumed run's config): {exc}; fix it or give the config with --config") from None
 
 
 def _train(argv: list[str]) -> int:

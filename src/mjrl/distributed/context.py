@@ -257,6 +257,13 @@ class DistContext:
         self.broadcast(buf, src=src)
         return bytes(buf.cpu().tolist()).decode()
 
+    def ranks_where(self, flag: bool) -> list[int]:
+        """The ranks on which `flag` is true (every rank learns the same list)."""
+        if not self.is_distributed:
+            return [0] if flag else []
+        flags = self.all_gather(torch.tensor([int(flag)], device=self._comm_device))
+        return [rank for rank, value in enumerate(flags.flatten().tolist()) if value]
+
     @property
     def _comm_device(self) -> torch.device:
         return self.device if dist.is_initialized() and dist.get_backend() == "nccl" else torch.device("cpu")

@@ -38,3 +38,10 @@ def newest_run_dir(log_root: str, task: str) -> Path:
     if not runs:
         raise UsageError(f"--resume True: no run of {task} with a checkpoint under {folder}")
     return runs[-1]
+
+
+def newest_config(run_dir: Path) -> Path | None:
+    """The config a run last ran with: its newest config.resume-<iteration>.yaml (each resume
+    writes one), else the config.yaml it started with; None if it has neither."""
+    resumes = sorted(run_dir.glob("config.resume-*.yaml"))  # zero-padded: by name is by iteration
+    return next((p for p in [*reversed(resumes), run_dir / "config.yaml"] if p.is_file()), None)

@@ -3,6 +3,8 @@ rank 0. Rank 0 decides; every other rank learns the decision through a collectiv
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from pathlib import Path
 
@@ -13,8 +15,8 @@ from mjrl.checkpoint import check_task, load_newest_checkpoint, load_weights
 from mjrl.distributed import DistContext
 from mjrl.errors import SharedUsageError, UsageError
 from mjrl.rl import Algorithm
-from mjrl.runner.config import TrainConfig
-from mjrl.runner.run_dir import claim_run_dir, newest_run_dir
+from mjrl.runner.config import TrainConfig, experiment_config
+from mjrl.runner.run_dir import claim_run_dir, newest_config, newest_run_dir
 
 
 def seed_everything(seed: int) -> None:
@@ -40,6 +42,18 @@ def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
             raise UsageError(f"--resume-dir {path}: no such run directory")
         return path
     return newest_run_dir(cfg.log_root, task_name) if cfg.resume else None
+
+
+def resumed_run_config(task_name: str, cfg: TrainConfig) -> Path | None:
+    """The config file of the run that `cfg` continues (what it last ran with), which a resume
+    starts from; None for a fresh run. Also None when the run is missing here: rank 0 reports
+    that once the job starts, and a rank on a node without the run's folder must not stop
+    before the others (`agree_on_run` then finds that it was given another config)."""
+    try:
+        run_dir = resume_dir_of(task_name, cfg)
+    except UsageError:
+        return None
+    return newest_config(run_dir) if run_dir is not None else None
 
 
 def restore_weights_everywhere(ctx: DistContext, algorithm: Algorithm, state: dict | None, source: Path | None) -> None:
@@ -77,9 +91,16 @@ def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[
     return run_dir, False
 
 
+def config_digest(task_name: str, cfg: TrainConfig) -> str:
+    return hashlib.sha256(json.dumps(experiment_config(task_name, cfg), sort_keys=True).encode()).hexdigest()
+
+
 def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, Path | None, dict | None, bool]:
     """Rank 0 picks the run directory and loads the checkpoint to resume from; every rank
-    learns the directory (and rank 0's usage error, if any, so that all ranks stop cleanly)."""
+    learns the directory (and rank 0's usage error, if any, so that all ranks stop cleanly).
+    Every rank must also have been given rank 0's experiment: ranks parse their own command
+    lines, and a resume takes its config from the run's folder, which a node may lack."""
+    check_same_config(task_name, cfg, ctx)
     outcome, source, state = "", None, None
     if ctx.is_main:
         try:
@@ -94,3 +115,16 @@ def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Pa
     if kind == "error":
         raise SharedUsageError(rest[0])
     return Path(rest[0]), source, state, rest[1] == "1"
+
+
+def check_same_config(task_name: str, cfg: TrainConfig, ctx: DistContext) -> None:
+    """Raise the same SharedUsageError on every rank if any rank's config differs from rank 0's."""
+    if not ctx.is_distributed:
+        return
+    digest = config_digest(task_name, cfg)
+    ranks = ctx.ranks_where(ctx.broadcast_text(digest) != digest)
+    if ranks:
+        raise SharedUsageError(
+            f"rank(s) {ranks} were given another config than rank 0 (other flags, or a resumed run's folder "
+            "missing on their node): give every rank the same flags, or the run's config with --config RUN/config.yaml"
+        )
