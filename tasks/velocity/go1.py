@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mjrl.envs.robot import RobotConfig
 from mjrl.tasks.velocity import velocity_task
-from mjrl.tasks.velocity.config import STUDENT_AGENT, VelocityEnvConfig, as_student, on_rough_terrain
+from mjrl.tasks.velocity.config import ROUGH_AGENT, STUDENT_AGENT, VelocityEnvConfig, as_student, on_rough_terrain
 
 LEGS = ("FR", "FL", "RR", "RL")
 
@@ -38,7 +38,7 @@ GO1_ENV = VelocityEnvConfig(
 )
 
 VELOCITY_FLAT = velocity_task("Mjrl-Velocity-Flat-Quadruped", GO1_ENV)
-VELOCITY_ROUGH = velocity_task("Mjrl-Velocity-Rough-Quadruped", on_rough_terrain(GO1_ENV))
+VELOCITY_ROUGH = velocity_task("Mjrl-Velocity-Rough-Quadruped", on_rough_terrain(GO1_ENV), ROUGH_AGENT)
 # A student for distillation from a trained VELOCITY_FLAT policy (`--distillation.teacher RUN`):
 # it observes what the robot measures, without the base's linear velocity, with 5 steps of history.
 VELOCITY_FLAT_STUDENT = velocity_task("Mjrl-Velocity-Flat-Quadruped-Student", as_student(GO1_ENV), STUDENT_AGENT)

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from mjrl.envs.robot import RobotConfig
+from mjrl.rl.config import SymmetryConfig
 from mjrl.tasks.velocity import velocity_task
 from mjrl.tasks.velocity.config import (
     AGENT,
@@ -46,4 +47,6 @@ MULE_AGENT = AGENT.replace(entropy_coef=0.0025)
 
 VELOCITY_FLAT_MULE = velocity_task("Mjrl-Velocity-Flat-Mule", MULE_ENV, MULE_AGENT)
 # The same terrain as the Go1's, by config alone.
-VELOCITY_ROUGH_MULE = velocity_task("Mjrl-Velocity-Rough-Mule", on_rough_terrain(MULE_ENV), MULE_AGENT)
+VELOCITY_ROUGH_MULE = velocity_task(
+    "Mjrl-Velocity-Rough-Mule", on_rough_terrain(MULE_ENV), MULE_AGENT.replace(symmetry=SymmetryConfig(augment=True))
+)
