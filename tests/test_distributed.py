@@ -89,7 +89,10 @@ def test_builtin_launcher_returns_rank_results_with_identical_parameters(log_roo
     assert all(0 < m["collective_s"] < m["collection_s"] + m["learning_s"] for m in metrics)
 
 
-def test_two_nodes_on_one_machine(log_root):
+@pytest.mark.parametrize("rendezvous", ["c10d", "static"])
+def test_two_nodes_on_one_machine(log_root, rendezvous):
+    """Both rendezvous kinds; a static one gives each node its own --node-rank, which the ranks'
+    check that they train the same config must not count as a difference."""
     port = free_port()
     node_args = [
         *SMALL,
@@ -104,11 +107,12 @@ def test_two_nodes_on_one_machine(log_root):
         "--rdzv-id",
         "two-nodes",
     ]
+    ranks = [["--node-rank", str(node)] if rendezvous == "static" else [] for node in range(2)]
     nodes = [
         subprocess.Popen(
-            [str(BIN / "train"), TASK, *node_args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [str(BIN / "train"), TASK, *node_args, *rank], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        for _ in range(2)
+        for rank in ranks
     ]
     outputs = [node.communicate(timeout=300) for node in nodes]
     for node, (_, err) in zip(nodes, outputs, strict=True):

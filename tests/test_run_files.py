@@ -120,11 +120,13 @@ def test_a_resume_continues_with_the_runs_own_config_which_flags_change(log_root
     """Resumed without its flags, a run keeps the experiment it was (the task's defaults would
     quietly change its rewards or its learning rate); flags given with the resume change it,
     and the next resume starts from that."""
-    started = train(log_root, "--runner.max-iterations", "1", "--seed", "5", "--algorithm.entropy-coef", "0.02")
+    started = train(log_root, "--runner.max-iterations", "1", "--seed", "5", "--algorithm.entropy-coef", "0.02",
+                    "--torch-threads", "1")  # fmt: skip
     first = Path(last_json(started.stdout)["run_dir"])
     train(log_root, "--runner.max-iterations", "2", "--resume-dir", str(first))
     resumed = yaml.safe_load((first / "config.resume-000001.yaml").read_text())
     assert resumed["seed"] == 5 and resumed["algorithm"]["entropy_coef"] == 0.02
+    assert resumed["torch_threads"] == 0  # how a run ran (threads, device, launcher) is not resumed
     assert resumed["runner"]["max_iterations"] == 2
     train(log_root, "--runner.max-iterations", "3", "--resume", "True", "--algorithm.entropy-coef", "0.0")
     again = yaml.safe_load((first / "config.resume-000002.yaml").read_text())

@@ -22,7 +22,7 @@ tasks:
 
 presets (configs/): {presets}
 --config FILE feeds a run's own config.yaml back in, to reproduce that run.
---resume True / --resume-dir RUN continue a run with the config it last ran with; flags change it.
+--resume True / --resume-dir RUN continue a run as it last trained; flags change it.
 """
 
 
@@ -73,17 +73,18 @@ def _compose(task_name: str, base: TrainConfig, preset: str | None, saved: dict 
 
 
 def _run_config(defaults: TrainConfig, path: Path, task_name: str) -> TrainConfig:
-    """`defaults` changed by the config a run last ran with (a run of another task is left for
-    the resume's own check to refuse, by name)."""
+    """`defaults` changed by what the run being resumed trained and wrote as (`RESUMED`; a run of
+    another task is left for the resume's own check to refuse, by name)."""
     from mjrl.config import apply_dict
+    from mjrl.runner.config import RESUMED
 
     run = read_yaml(path, "the resumed run's config")
-    if run.pop("task", task_name) != task_name:
+    if run.get("task", task_name) != task_name:
         return defaults
     try:
-        return apply_dict(defaults, run)
+        return apply_dict(defaults, {k: v for k, v in run.items() if k in RESUMED})
     except UsageError as exc:
-        raise UsageError(f"{path} (the resumed run's config): {exc}; fix it or give the config with --config") from None
+        raise UsageError(f"{path} (the resumed run's config): {exc}; correct that file") from None
 
 
 def _train(argv: list[str]) -> int:

@@ -120,6 +120,15 @@ class TrainConfig(Generic[EnvT]):
 NOT_REPRODUCED = ("log_root", "resume", "resume_dir", "rdzv_id", "fault")
 
 
+# What a job trains, which every rank must be given alike (as opposed to where and how each
+# process runs it: device, threads, launch and rendezvous options, which differ per node).
+TRAINED = ("env", "runner", "algorithm", "policy", "distillation", "seed")
+# What a resume takes from the run's saved config: what it trains and what it writes. Not how
+# it ran (device, threads, launcher or torchrun, ranks, rendezvous, timeouts): the resumed run
+# may be on another machine, and the command line says how to run it there.
+RESUMED = (*TRAINED, "logger", "wandb_project", "video_interval", "video_seconds", "export")
+
+
 def experiment_config(task_name: str, given: TrainConfig) -> dict[str, Any]:
     """config.yaml: the config as the user gave it (launch options included: a run started with
     --nproc-per-node 2 records 2, not what the launcher handed its workers), without the keys

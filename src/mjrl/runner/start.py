@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 from mjrl.checkpoint import check_task, load_newest_checkpoint, load_weights
+from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.errors import SharedUsageError, UsageError
 from mjrl.rl import Algorithm
-from mjrl.runner.config import TrainConfig, experiment_config
+from mjrl.runner.config import TRAINED, TrainConfig
 from mjrl.runner.run_dir import claim_run_dir, newest_config, newest_run_dir
 
 
@@ -91,8 +92,10 @@ def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[
     return run_dir, False
 
 
-def config_digest(task_name: str, cfg: TrainConfig) -> str:
-    return hashlib.sha256(json.dumps(experiment_config(task_name, cfg), sort_keys=True).encode()).hexdigest()
+def trained_digest(task_name: str, cfg: TrainConfig) -> str:
+    """A digest of what `cfg` trains (`TRAINED`: not the per-node launch options)."""
+    trained = {"task": task_name, **{k: v for k, v in to_dict(cfg).items() if k in TRAINED}}
+    return hashlib.sha256(json.dumps(trained, sort_keys=True).encode()).hexdigest()
 
 
 def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, Path | None, dict | None, bool]:
@@ -118,13 +121,14 @@ def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Pa
 
 
 def check_same_config(task_name: str, cfg: TrainConfig, ctx: DistContext) -> None:
-    """Raise the same SharedUsageError on every rank if any rank's config differs from rank 0's."""
+    """Raise the same SharedUsageError on every rank if any rank was told to train something
+    other than rank 0 (launch options such as --node-rank may differ)."""
     if not ctx.is_distributed:
         return
-    digest = config_digest(task_name, cfg)
+    digest = trained_digest(task_name, cfg)
     ranks = ctx.ranks_where(ctx.broadcast_text(digest) != digest)
     if ranks:
         raise SharedUsageError(
-            f"rank(s) {ranks} were given another config than rank 0 (other flags, or a resumed run's folder "
-            "missing on their node): give every rank the same flags, or the run's config with --config RUN/config.yaml"
+            f"rank(s) {ranks} were given another config than rank 0 (other flags, or, when resuming, no copy of "
+            "the run's folder on their node): give every node the same flags and the run's folder"
         )
