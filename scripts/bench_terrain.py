@@ -114,6 +114,9 @@ def report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> str:
         f"{'**met**' if table['rough-trained', kind]['mean_success'] >= target else '**not met**'}"
         for kind, target in SUCCESS_TARGETS.items()
     ]
+    prefix = "mean_foot_contact_fraction/"
+    per_foot = {k.removeprefix(prefix): v for k, v in flat.items() if k.startswith(prefix)}
+    contacts = ", ".join(f"{foot} {share:.0%}" for foot, share in per_foot.items())
     rise = last["terrain/mean_level"] - first["terrain/mean_level"]
     off_top = sorted(
         {t for line in lines for t in TERRAIN_TYPES if (line.get(f"terrain/promoted_off_top/{t}") or 0) > 0}
@@ -126,6 +129,8 @@ def report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> str:
         f"- flat ground, forward commands: planar error {flat['mean_lin_vel_error']:.3f} m/s (≤ 0.20), "
         f"early terminations {flat['early_termination_rate']:.0%} (none): "
         f"{'**met**' if flat['mean_lin_vel_error'] <= 0.2 and flat['early_termination_rate'] == 0 else '**not met**'}",
+        f"- gait on flat ground, share of time each foot is down: {contacts}"
+        f"{' (a limp: a foot down under 20 % of the time)' if min(per_foot.values()) < 0.2 else ''}",
     ]
     return "\n".join(
         [
