@@ -4,6 +4,7 @@ what is wrong, exit code 2, no traceback, and nothing written."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (root / "broken.yaml").write_text("env: [1, 2\n")
     (root / "binary.yaml").write_bytes(bytes(range(128, 256)))
     (root / "not_mjcf.xml").write_text("<html><body>no robot here</body></html>\n")
+    # Runs whose saved config a resume starts from, damaged and from a version with other keys.
+    for name, text in (("broken_config_run", "env: [1, 2\n"), ("stale_config_run", "env:\n  gravity: 3\n")):
+        shutil.copytree(runs[BALANCE], root / name)
+        (root / name / "config.yaml").write_text(text)
     return {"root": root, "balance": runs[BALANCE], "swingup": runs[SWINGUP]}
 
 
@@ -75,6 +80,9 @@ CASES = {
     "resume-without-checkpoints": (["train", BALANCE, "--resume-dir", "{root}/no_checkpoints"], "has no checkpoints"),
     "resume-other-task": (["train", BALANCE, "--resume-dir", "{swingup}"], f"belongs to task '{SWINGUP}'"),
     "resume-file": (["train", BALANCE, "--resume-dir", "{root}/garbage.pt"], "no such run directory"),
+    "resume-broken-config": (["train", BALANCE, "--resume-dir", "{root}/broken_config_run"],
+                             "the resumed run's config"),
+    "resume-stale-config": (["train", BALANCE, "--resume-dir", "{root}/stale_config_run"], "gravity"),
     # robot configs and MJCF files
     "mjcf-missing": (["train", GO1, "--env.robot.mjcf", "{root}/none.xml"], "no MJCF file"),
     "mjcf-directory": (["train", GO1, "--env.robot.mjcf", "{root}"], "no MJCF file"),

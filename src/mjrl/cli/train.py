@@ -50,11 +50,11 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
         raise UsageError(f"--config {config_file} is a config of {saved_task}, not {task_name}")
 
     from mjrl.runner.config import TrainConfig
-    from mjrl.runner.start import resumed_run_config
+    from mjrl.runner.start import resumed_run_config_file
 
     defaults = TrainConfig.for_task(task)
     cfg = _compose(task_name, defaults, preset, saved, args)
-    run_config = resumed_run_config(task_name, cfg)
+    run_config = resumed_run_config_file(task_name, cfg)
     if run_config is not None:
         # A resume continues the experiment the run was: its own config is the base, and what
         # the command line gives changes it. Starting from the task's defaults instead quietly

@@ -45,7 +45,7 @@ def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
     return newest_run_dir(cfg.log_root, task_name) if cfg.resume else None
 
 
-def resumed_run_config(task_name: str, cfg: TrainConfig) -> Path | None:
+def resumed_run_config_file(task_name: str, cfg: TrainConfig) -> Path | None:
     """The config file of the run that `cfg` continues (what it last ran with), which a resume
     starts from; None for a fresh run. Also None when the run is missing here: rank 0 reports
     that once the job starts, and a rank on a node without the run's folder must not stop
