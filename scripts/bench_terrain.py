@@ -7,11 +7,13 @@
 
 `--throughput` times the scene build (generating and compiling the terrain grid) and then runs
 the flat and the rough task's training loop one after the other at the same number of envs,
-printing the median env steps/s of each (iterations after the second) and their ratio. Run it
-with nothing else on the machine.
+printing the median env steps/s of each (iterations after the second) and their ratio, and the
+rough task's loop again as two ranks of half the envs each. Run it with nothing else on the
+machine.
 
-Training is `train Mjrl-Velocity-Rough-Quadruped --device cpu --config configs/cpu-rough.yaml`
-(49 M env steps); run it in the background (`nohup ... &`). The report evaluates the
+Training is `train Mjrl-Velocity-Rough-Quadruped --device cpu --config configs/cpu-rough.yaml
+--nproc-per-node 2 --env.num-envs 256` (2 ranks of 256 envs, 49 M env steps); run it in the
+background (`nohup ... &`). The report evaluates the
 deterministic policy on clean observations, per terrain type, with `--episodes` envs spawned on
 the hardest row and forward commands of 0.5-1.0 m/s (no lateral or yaw command) for one 20 s
 episode: an episode succeeds when it ends at least half a patch (4 m) from where it started
@@ -70,11 +72,18 @@ def throughput(num_envs: int, iterations: int) -> dict:
             rate = training_rate([name, "--env.num-envs", str(num_envs)], Path(logs) / name, iterations)
             result[name] = round(rate)
     result["ratio"] = round(result[ROUGH] / result[FLAT], 3)
+    # The same envs as two ranks of half as many: Warp steps the physics on one thread, so a
+    # second rank can use a second core during the rollout.
+    with tempfile.TemporaryDirectory() as logs:
+        two = ["--env.num-envs", str(num_envs // 2), "--nproc-per-node", "2"]
+        result[f"{ROUGH} as 2 ranks"] = round(training_rate([ROUGH, *two], Path(logs), iterations))
+    result["2 ranks / 1 rank"] = round(result[f"{ROUGH} as 2 ranks"] / result[ROUGH], 3)
     return result
 
 
 def train(log_root: Path, resume: bool) -> Path:
     command = [str(BIN / "train"), ROUGH, "--device", "cpu", "--config", str(ROOT / "configs/cpu-rough.yaml")]
+    command += ["--nproc-per-node", "2", "--env.num-envs", "256"]  # the README's command: 2 ranks, 512 envs
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
     return max((log_root / ROUGH).glob("20*"))
