@@ -7,8 +7,9 @@
 
 `--throughput` times the scene build (generating and compiling the terrain grid) and then runs
 the flat and the rough task's training loop one after the other at the same number of envs,
-printing the median env steps/s of each (iterations after the second) and their ratio, and the
-rough task's loop again as two ranks of half the envs each. Run it with nothing else on the
+printing the median env steps/s of each (iterations after the second) and their ratio; then the
+rough task's loop with the flat task's plain PPO (no symmetry augmentation: the terrain's own
+cost), and as two ranks of half the envs each. Run it with nothing else on the
 machine.
 
 Training is `train Mjrl-Velocity-Rough-Quadruped --device cpu --config configs/cpu-rough.yaml
@@ -72,6 +73,12 @@ def throughput(num_envs: int, iterations: int) -> dict:
             rate = training_rate([name, "--env.num-envs", str(num_envs)], Path(logs) / name, iterations)
             result[name] = round(rate)
     result["ratio"] = round(result[ROUGH] / result[FLAT], 3)
+    # The rough task trains with symmetry augmentation, which doubles the update's batch; the
+    # terrain's own cost shows with the flat task's plain PPO.
+    with tempfile.TemporaryDirectory() as logs:
+        plain = ["--env.num-envs", str(num_envs), "--algorithm.symmetry.augment", "False"]
+        result[f"{ROUGH} with plain PPO"] = round(training_rate([ROUGH, *plain], Path(logs), iterations))
+    result["ratio with plain PPO"] = round(result[f"{ROUGH} with plain PPO"] / result[FLAT], 3)
     # The same envs as two ranks of half as many: Warp steps the physics on one thread, so a
     # second rank can use a second core during the rollout.
     with tempfile.TemporaryDirectory() as logs:
