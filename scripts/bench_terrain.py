@@ -9,8 +9,7 @@
 the flat and the rough task's training loop one after the other at the same number of envs,
 printing the median env steps/s of each (iterations after the second) and their ratio; then the
 rough task's loop with the flat task's plain PPO (no symmetry augmentation: the terrain's own
-cost), and as two ranks of half the envs each. Run it with nothing else on the
-machine.
+cost), and as two ranks of half the envs each. Run it with nothing else on the machine.
 
 Training is `train Mjrl-Velocity-Rough-Quadruped --device cpu --config configs/cpu-rough.yaml
 --nproc-per-node 2 --env.num-envs 256` (2 ranks of 256 envs, 49 M env steps); run it in the
@@ -67,23 +66,23 @@ MARKERS = ("<!-- bench_terrain:begin -->", "<!-- bench_terrain:end -->")
 
 
 def throughput(num_envs: int, iterations: int) -> dict:
+    envs, half = ["--env.num-envs", str(num_envs)], ["--env.num-envs", str(num_envs // 2)]
+    setups = {
+        FLAT: [FLAT, *envs],
+        ROUGH: [ROUGH, *envs],
+        # The rough task trains with symmetry augmentation, which doubles the update's batch; the
+        # terrain's own cost shows with the flat task's plain PPO.
+        f"{ROUGH} with plain PPO": [ROUGH, *envs, "--algorithm.symmetry.augment", "False"],
+        # The same envs as two ranks of half as many: Warp steps the physics on one thread, so a
+        # second rank can use a second core during the rollout.
+        f"{ROUGH} as 2 ranks": [ROUGH, *half, "--nproc-per-node", "2"],
+    }
     result = {"scene_build_s": round(scene_build_s(ROUGH), 2), "num_envs": num_envs}
     with tempfile.TemporaryDirectory() as logs:
-        for name in (FLAT, ROUGH):
-            rate = training_rate([name, "--env.num-envs", str(num_envs)], Path(logs) / name, iterations)
-            result[name] = round(rate)
+        for k, (name, args) in enumerate(setups.items()):
+            result[name] = round(training_rate(args, Path(logs) / str(k), iterations))
     result["ratio"] = round(result[ROUGH] / result[FLAT], 3)
-    # The rough task trains with symmetry augmentation, which doubles the update's batch; the
-    # terrain's own cost shows with the flat task's plain PPO.
-    with tempfile.TemporaryDirectory() as logs:
-        plain = ["--env.num-envs", str(num_envs), "--algorithm.symmetry.augment", "False"]
-        result[f"{ROUGH} with plain PPO"] = round(training_rate([ROUGH, *plain], Path(logs), iterations))
     result["ratio with plain PPO"] = round(result[f"{ROUGH} with plain PPO"] / result[FLAT], 3)
-    # The same envs as two ranks of half as many: Warp steps the physics on one thread, so a
-    # second rank can use a second core during the rollout.
-    with tempfile.TemporaryDirectory() as logs:
-        two = ["--env.num-envs", str(num_envs // 2), "--nproc-per-node", "2"]
-        result[f"{ROUGH} as 2 ranks"] = round(training_rate([ROUGH, *two], Path(logs), iterations))
     result["2 ranks / 1 rank"] = round(result[f"{ROUGH} as 2 ranks"] / result[ROUGH], 3)
     return result
 
