@@ -247,7 +247,7 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
         assert {k: line[k] for k in expected} == pytest.approx(expected, rel=1e-5)
     checkpoint = load_checkpoint(run_dir / "checkpoints" / "model_000004.pt")
     old = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
-    assert checkpoint.keys() == old.keys() | {"env"} and checkpoint["wandb_id"] == old["wandb_id"]
+    assert checkpoint.keys() == old.keys() | {"env_ranks"} and checkpoint["wandb_id"] == old["wandb_id"]
     # Launch options stay flat keys; the old `agent` section is spread over the three sections.
     assert set(checkpoint["config"]) == set(old["config"]) - {"agent"} | {
         "runner",

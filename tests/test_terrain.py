@@ -12,8 +12,9 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_RUN, last_json, read_jsonl, run_main
+from conftest import DEVICE, TINY_RUN, last_json, read_jsonl, run_main
 
+from mjrl.checkpoint import load_checkpoint
 from mjrl.envs import Robot, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.envs.terrain import TerrainState
@@ -304,3 +305,52 @@ def test_a_resume_puts_every_env_back_on_its_saved_row(rough_env):
     assert torch.all((env.sim.qpos[:, :2] - center[:, :2]).abs() <= SMALL.spawn_jitter + 1e-5)
     env.load_resume_state({"terrain_level": torch.zeros(3, dtype=torch.long)})
     assert env.terrain.level.tolist() == [2, 2, 1, 0, 2]
+
+
+def test_a_resumed_episode_measures_its_first_foot_speed_from_its_new_pose(rough_env):
+    """A resumed run restarts every env at a random point of its episode, on its saved row: the
+    first step's foot speed is measured from the new pose, not from where the feet stood before
+    (over a whole patch in one step, it cost a resumed run's first rollout a feet_slip penalty
+    of -366 per step and its critic a value loss of 1e7)."""
+    env = rough_env
+    env.reset()
+    zero = torch.zeros(env.num_envs, env.num_actions)
+    env.step(zero)
+    saved = env.resume_state()
+    saved["terrain_level"] = (env.terrain.level + 1) % env.terrain.rows  # every env on another patch
+    cfg = env.cfg
+    env.cfg = dataclasses.replace(cfg, random_initial_episode_length=True)
+    try:
+        env.load_resume_state(saved)
+    finally:
+        env.cfg = cfg
+    env.step(zero)
+    assert env.state.speed.max() < 1.0, env.state.speed
+
+
+def test_a_two_rank_resume_gives_each_rank_its_own_rows_and_episode_window(log_root):
+    """Rank 0 writes the checkpoint with every rank's env state, and a resume sends each rank
+    its own. Before, a rank other than 0 went back to the first rows of the curriculum."""
+    small = ["--env.terrain.rows", "3", "--env.terrain.columns-per-type", "1", "--env.terrain.patch-size", "4",
+             "--env.terrain.platform", "1", "--env.terrain.border", "1"]  # fmt: skip
+    result = run_main("train", ROUGH.name, *TINY_RUN, "--env.num-envs", "10", "--runner.max-iterations", "3",
+                      "--runner.eval-interval", "0", "--env.episode-length-s", "0.5", *small,
+                      "--log-root", str(log_root), "--nproc-per-node", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = last_json(result.stdout)
+    run_dir, checkpoint = Path(summary["run_dir"]), Path(summary["checkpoint"])
+    saved = load_checkpoint(checkpoint)["env_ranks"]
+    assert len(saved) == 2
+    # The rows saved are those the ranks trained on: their mean is the last iteration's gauge.
+    levels = torch.cat([rank["terrain_level"] for rank in saved]).double()
+    assert levels.mean().item() == pytest.approx(read_jsonl(run_dir / "metrics.jsonl")[-1]["terrain/mean_level"])
+    assert not torch.equal(saved[0]["terrain_level"], saved[1]["terrain_level"])
+    assert all(rank["episodes_finished"] > 0 for rank in saved)
+
+    # Resumed with no iteration left, rank 0 checkpoints what every rank restored.
+    again = run_main("train", ROUGH.name, "--device", DEVICE, "--nproc-per-node", "2", "--resume-dir", str(run_dir))
+    assert again.returncode == 0, again.stderr[-3000:]
+    restored = load_checkpoint(checkpoint)["env_ranks"]
+    for before, after in zip(saved, restored, strict=True):
+        assert before.keys() == after.keys()
+        assert all(torch.equal(before[name], after[name]) for name in before)

@@ -111,6 +111,10 @@ class LeggedState:
         began (m, world frame), each step's commanded velocity turned by the base's heading."""
         self.last_contacts = torch.zeros(n, feet, dtype=torch.bool, device=dev)
         self.last_position = torch.zeros(n, feet, 3, device=dev)
+        self.first_step = torch.ones(n, dtype=torch.bool, device=dev)
+        """Which envs take the first step of an episode, whose `last_position` is the old
+        episode's. Not read from the episode length: an episode started at a random point of
+        its length (`random_initial_episode_length`, every env after a resume) has none."""
 
     def update(self, env: VecEnv) -> None:
         feet = env.robot.foot_geoms
@@ -118,7 +122,8 @@ class LeggedState:
         position = env.sim.geom_xpos.index_select(1, feet)
         # Foot speed by a finite difference over the env step; not defined on an episode's first step.
         speed = torch.linalg.vector_norm(position[..., :2] - self.last_position[..., :2], dim=-1) / env.step_dt
-        self.speed = speed * (env.episode_length > 1).unsqueeze(1)
+        self.speed = speed * ~self.first_step.unsqueeze(1)
+        self.first_step.fill_(False)
         self.height = position[..., 2] - lowest_point_depth(env)
         if env.terrain is not None:
             self.height = self.height - env.terrain.height_at(position[..., :2])
@@ -139,6 +144,7 @@ class LeggedState:
         for timer in (self.air_time, self.landing_air_time, self.contact_time, self.last_contacts):
             timer.masked_fill_(rows, 0)
         self.commanded_path.masked_fill_(rows, 0)
+        self.first_step.masked_fill_(mask, True)
 
 
 def commanded_world_velocity(env: VecEnv) -> torch.Tensor:

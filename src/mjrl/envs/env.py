@@ -126,6 +126,10 @@ class VecEnv:
         only those count in the episode statistics (and in a curriculum's judgement)."""
         if self.cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
+        # The shared state reads the new poses (feet positions, from which the first step's
+        # foot speeds are measured), not those the last physics step left behind.
+        if not self.task.refresh_kinematics_on_reset:
+            self.sim.kinematics()
         self.after_physics()
         self.obs = self.compute_obs(restarted=everything)
 

@@ -86,15 +86,19 @@ def _launch(task_name: str, cfg: TrainConfig, load_task: TaskLoader) -> int:
     summary = results.get(0) or next(iter(results.values()))
     ranks = {str(r): _rank_summary(results[r]) for r in sorted(results)}
     for rank, info in ranks.items():
-        ret = info["mean_episode_return"]
-        ret_text = f"{ret:.2f}" if ret is not None and math.isfinite(ret) else "-"
+        # A resume of a finished run trains no iteration: it has no return or speed to report.
+        ret, speed = _figure(info["mean_episode_return"], ".2f"), _figure(info["steps_per_second"], ",.0f")
         print(
-            f"rank {rank}: {info['iterations']} iterations | return {ret_text} | "
-            f"{info['steps_per_second']:,.0f} steps/s | parameters {info['parameters_sha256'][:12]}"
+            f"rank {rank}: {info['iterations']} iterations | return {ret} | "
+            f"{speed} steps/s | parameters {info['parameters_sha256'][:12]}"
         )
     keys = ("run_dir", "iterations", "env_steps", "checkpoint")
     print(json.dumps(_finite({**{k: summary[k] for k in keys}, "ranks": ranks})))
     return 0
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return format(value, spec) if value is not None and math.isfinite(value) else "-"
 
 
 def _rank_summary(result: dict) -> dict:

@@ -30,7 +30,14 @@ from mjrl.runner.faults import Fault, nan_actions
 from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
 from mjrl.runner.outputs import RunOutputs
 from mjrl.runner.start import agree_on_run, reseed_after_resume, restore_weights_everywhere, seed_everything
-from mjrl.runner.state import TrainingState, checkpoint_contents, restore_training_state, sync_from_main
+from mjrl.runner.state import (
+    TrainingState,
+    checkpoint_contents,
+    gather_env_states,
+    restore_env_state,
+    restore_training_state,
+    sync_from_main,
+)
 from mjrl.tools.evaluate import run_episodes
 from mjrl.tools.export import default_output, export_policy
 
@@ -64,6 +71,8 @@ class Runner:
         self.corrupt_actions = False  # this iteration's actions are corrupted (--fault nan@...)
         self.stop = stop
         self.saved_on_stop = False
+        self.env_states: list[dict[str, torch.Tensor]] = []
+        """On rank 0, every rank's env state when last gathered (`gather_env_states`)."""
         self.last_checkpoint: Path | None = None
         self.eval_env: VecEnv | None = None
 
@@ -104,10 +113,12 @@ class Runner:
                     break
                 self._check_replicas()
                 if self.state.iteration % self.cfg.runner.save_interval == 0 and self.state.iteration < max_it:
+                    self.gather_env_states()
                     self.save()
-            # Every rank leaves the loop after the same iteration. What is left (the last
-            # checkpoint, the export, closing the trackers) is rank 0's alone and involves no
-            # collective, so however long it takes it is not a hang.
+            # Every rank leaves the loop after the same iteration. What is left after this last
+            # collective (the last checkpoint, the export, closing the trackers) is rank 0's
+            # alone, so however long it takes it is not a hang.
+            self.gather_env_states()
             if self.ctx.watchdog is not None:
                 self.ctx.watchdog.disarm()
             self._inject_fault()
@@ -256,12 +267,23 @@ class Runner:
         self.saved_on_stop = True
         self.save()
 
+    def gather_env_states(self) -> None:
+        """Every rank's env state, for rank 0's next checkpoint: a collective, so only at points
+        every rank reaches (the checkpoint interval, the end of the loop)."""
+        self.env_states = gather_env_states(self.ctx, self.env)
+
     def save(self) -> Path | None:
+        """Rank 0 writes a checkpoint of the iteration just completed. Its own env state is
+        taken now; the other ranks' is the last gathered (on a stop signal, a save may come
+        between two gathers: their rows are then up to one checkpoint interval old)."""
         if not self.ctx.is_main:
             return None
         self.outputs.sync()
         path = checkpoint_path(self.run_dir, self.state.iteration)
-        contents = checkpoint_contents(self.task_name, to_dict(self.cfg), self.state, self.env, self.algorithm)
+        env_states = [self.env.resume_state(), *self.env_states[1:]]
+        contents = checkpoint_contents(
+            self.task_name, to_dict(self.cfg), self.state, self.env, self.algorithm, env_states
+        )
         save_checkpoint(path, contents)
         self.last_checkpoint = path
         return path
@@ -311,6 +333,8 @@ def train(
                 run_dir.parent.parent.rmdir()
         raise
     restore_weights_everywhere(ctx, algorithm, checkpoint, source)
+    if resumed:
+        restore_env_state(ctx, checkpoint, env)
     state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, algorithm, env)
     state = sync_from_main(ctx, algorithm, state)
     if resumed and checkpoint is None:

@@ -3,7 +3,8 @@
 A checkpoint is a dict of plain values and tensors (loaded with weights_only=True). Its keys are
 those of every checkpoint since the first release, so older runs still resume:
 task, iteration, env_steps, wall_s, learning_rate, policy, optimizer, rng, config, wandb_id,
-obs_dims, num_actions; and since issue 22, curriculum (only for tasks with a terrain curriculum).
+obs_dims, num_actions; since issue 22, curriculum (only for tasks with a terrain curriculum),
+then env (rank 0's `VecEnv.resume_state`), then env_ranks (every rank's, by rank).
 """
 
 from __future__ import annotations
@@ -74,11 +75,16 @@ class RngStates:
 
 
 def checkpoint_contents(
-    task_name: str, config: dict[str, Any], state: TrainingState, env: VecEnv, algorithm: Algorithm
+    task_name: str,
+    config: dict[str, Any],
+    state: TrainingState,
+    env: VecEnv,
+    algorithm: Algorithm,
+    env_states: list[dict[str, torch.Tensor]],
 ) -> dict[str, Any]:
     """What a checkpoint holds: the run's counters, random streams, the algorithm's state (for
-    PPO: weights, optimizer, learning rate) and the config it was trained with (`config`, as
-    `to_dict` makes it)."""
+    PPO: weights, optimizer, learning rate), the config it was trained with (`config`, as
+    `to_dict` makes it) and every rank's env state (`gather_env_states`)."""
     checkpoint = {
         "task": task_name,
         "iteration": state.iteration,
@@ -91,18 +97,59 @@ def checkpoint_contents(
         "obs_dims": dict(env.obs_dims),
         "num_actions": env.num_actions,
     }
-    checkpoint["env"] = env.resume_state()
+    checkpoint["env_ranks"] = env_states
     return checkpoint
+
+
+def gather_env_states(ctx: DistContext, env: VecEnv) -> list[dict[str, torch.Tensor]]:
+    """On rank 0, every rank's `env.resume_state()` (its terrain rows and episode window), by
+    rank; elsewhere []. A collective: every rank calls it at the same point."""
+    mine = env.resume_state()
+    if not ctx.is_distributed:
+        return [mine]
+    gathered = {name: ctx.all_gather(value) for name, value in mine.items()}
+    if not ctx.is_main:
+        return []
+    return [{name: value[rank].cpu() for name, value in gathered.items()} for rank in range(ctx.world_size)]
+
+
+def restore_env_state(ctx: DistContext, checkpoint: dict[str, Any] | None, env: VecEnv) -> None:
+    """Every rank takes back the env state it saved (rank 0 holds the checkpoint and sends each
+    rank its own). A rank the checkpoint has none for (a run resumed on more ranks, or saved
+    before every rank's was kept) takes rank 0's: its envs go on from the curriculum rank 0
+    reached rather than from the first rows. A collective: every rank of a resume calls it,
+    before the random streams are restored (the envs restart their episodes)."""
+    saved: list[dict[str, torch.Tensor]] = []
+    if checkpoint is not None:
+        # Older checkpoints held rank 0's alone, under "env" (and before that "curriculum").
+        saved = checkpoint.get("env_ranks") or [checkpoint.get("env", checkpoint.get("curriculum", {}))]
+    if not ctx.is_distributed:
+        env.load_resume_state(saved[0] if saved else {})
+        return
+    template = env.resume_state()
+    names = list(template)
+    by_rank = {
+        name: torch.zeros(ctx.world_size, *value.shape, dtype=value.dtype, device=ctx.device)
+        for name, value in template.items()
+    }
+    present = torch.zeros(ctx.world_size, len(names), dtype=torch.long, device=ctx.device)
+    for rank in range(ctx.world_size if saved else 0):
+        source = saved[rank] if rank < len(saved) else saved[0]
+        for k, name in enumerate(names):
+            value = source.get(name)
+            if value is not None and value.shape == template[name].shape:
+                by_rank[name][rank] = value.to(ctx.device, template[name].dtype)
+                present[rank, k] = 1
+    ctx.broadcast_tensors([present, *by_rank.values()])
+    mine = {name: by_rank[name][ctx.rank] for k, name in enumerate(names) if present[ctx.rank, k]}
+    env.load_resume_state(mine)
 
 
 def restore_training_state(checkpoint: dict[str, Any], algorithm: Algorithm, env: VecEnv) -> TrainingState:
     """Continue where the checkpoint stopped: the algorithm's whole state and the random
-    streams are restored in place (the weights were, before: `start.restore_weights_everywhere`);
-    returns the run's counters."""
+    streams are restored in place (the weights were, before: `start.restore_weights_everywhere`;
+    the env's state too: `restore_env_state`); returns the run's counters."""
     algorithm.load_state_dict(checkpoint)
-    # Before the random streams: the envs restart their episodes on their saved rows.
-    # Checkpoints from before the episode window was kept held the rows under "curriculum".
-    env.load_resume_state(checkpoint.get("env", checkpoint.get("curriculum", {})))
     RngStates.from_dict(checkpoint["rng"]).restore(env, algorithm)
     return TrainingState(
         iteration=checkpoint["iteration"],
