@@ -235,6 +235,35 @@ def test_feet_are_paid_for_following_the_gait_while_moving_and_for_standing_when
     assert legged.feet_gait(env, clock)[3].item() == 1.0
 
 
+def test_a_swinging_foot_is_charged_for_the_share_of_the_weight_it_carries():
+    env = legs_only_env(num_envs=3)
+    zero = torch.zeros(env.num_envs, env.num_actions)
+    # A quarter of a second holding the home pose: landed from the spawn and standing on both
+    # soles (without balance control it topples after about a second).
+    for _ in range(12):
+        env.step(zero)
+    load = env.sim.sensordata.index_select(1, legged.foot_touch_columns(env))
+    # The soles' touch sensors carry each world's weight (its base mass was drawn at reset).
+    weight = env.sim.model_field("body_mass").sum(dim=1) * 9.81
+    torch.testing.assert_close(load.sum(dim=1), weight.float(), rtol=0.03, atol=0.0)
+    assert torch.all(load > 0.3 * weight.float().unsqueeze(1) / 2)
+    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
+    env.episode_length[:] = 10  # left foot in stance, right foot in swing
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[legged.COMMAND][2, :3] = 0.0  # told to stand: no swing
+    nominal = float(env.sim.mj_model.body_subtreemass[env.robot.base_body]) * 9.81
+    expected = torch.stack([load[0, 1] / nominal, load[1, 1] / nominal, torch.tensor(0.0)])
+    torch.testing.assert_close(legged.SwingFootLoad(clock)(env), expected)
+
+
+def test_the_swing_load_without_touch_sensors_is_refused_with_the_line_to_add():
+    task = load_task("Mjrl-Velocity-Flat-Quadruped")
+    cfg = dataclasses.replace(task.env_cfg, num_envs=1)
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=1)
+    with pytest.raises(UsageError, match="touch sensor on each foot"):
+        legged.foot_touch_columns(env)
+
+
 SWING = (("*hip_pitch*", -0.35), ("*knee*", 0.7), ("*ankle_pitch*", -0.35))
 
 

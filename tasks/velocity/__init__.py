@@ -41,7 +41,7 @@ __all__ = ["VelocityEnvConfig", "build", "play_metrics"]
 def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
     gait = cfg.gait
     if not gait.foot_phase_offsets:
-        for name in ("feet_gait", "gait_joints"):
+        for name in ("feet_gait", "gait_joints", "feet_swing_load"):
             if getattr(cfg.rewards, name):
                 flag = name.replace("_", "-")
                 raise UsageError(
@@ -124,6 +124,7 @@ def _rewards(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str
         "feet_tilt": (legged.feet_tilt, w.feet_tilt),
         "feet_gait": (partial(legged.feet_gait, clock=clock), w.feet_gait),
         "gait_joints": (partial(legged.gait_joints, clock=clock), w.gait_joints),
+        "feet_swing_load": (legged.SwingFootLoad(clock), w.feet_swing_load),
         "self_collisions": (mdp.self_collisions, w.self_collisions),
         "angular_momentum": (mdp.AngularMomentum(), w.angular_momentum),
         "joint_deviation": (mdp.JointDeviation(w.joint_deviation_joints), w.joint_deviation),

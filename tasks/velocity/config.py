@@ -124,6 +124,10 @@ class RewardConfig:
     gait_joints: float = 0.0
     """exp(-2 |q - q_ref|) over the joints `GaitConfig.swing_joint_offsets` names, q_ref the
     gait clock's reference swing: paid for bending a leg as its foot's swing begins."""
+    feet_swing_load: float = 0.0
+    """Sum over the feet in their swing phase of the reference gait, while commanded to move, of
+    the normal force on each over the robot's weight: weight shifted off a foot before it lifts.
+    Needs the gait clock and a touch sensor on each foot."""
     feet_tilt: float = 0.0
     """Sum over feet of the squared horizontal components of gravity in the foot's frame (soles
     that are not level: flat feet)."""

@@ -329,6 +329,48 @@ def feet_gait(env: VecEnv, clock: GaitClock) -> torch.Tensor:
     return (feet(env).contacts == should_touch).sum(dim=1).float()
 
 
+class SwingFootLoad:
+    """Sum over the feet the reference gait has in swing, while commanded to move, of the normal
+    force on each (its `touch` sensor) over the robot's weight. The contact match (`feet_gait`)
+    pays only once a foot is off the ground; this pays as soon as the weight shifts off the foot
+    about to swing (the swing half of Siekmann et al.'s periodic reward, 2021)."""
+
+    def __init__(self, clock: GaitClock):
+        self.clock = clock
+        self._columns: torch.Tensor | None = None
+        self._weight = 1.0
+
+    def __call__(self, env: VecEnv) -> torch.Tensor:
+        if self._columns is None:
+            self._columns = foot_touch_columns(env)
+            model = env.sim.mj_model
+            self._weight = float(model.body_subtreemass[env.robot.base_body]) * float(-model.opt.gravity[2])
+        load = env.sim.sensordata.index_select(1, self._columns) / self._weight
+        swinging = ~self.clock.in_stance(env) & env.cached(is_moving_command).unsqueeze(1)
+        return torch.sum(load * swinging, dim=1)
+
+
+def foot_touch_columns(env: VecEnv) -> torch.Tensor:
+    """Per foot, the `sensordata` column of the touch sensor on a site of the foot geom's body."""
+    model = env.sim.mj_model
+    touch_body = {
+        int(model.site_bodyid[model.sensor_objid[k]]): int(model.sensor_adr[k])
+        for k in range(model.nsensor)
+        if model.sensor_type[k] == mujoco.mjtSensor.mjSENS_TOUCH
+    }
+    columns = []
+    for geom in env.robot.foot_geoms.tolist():
+        body = int(model.geom_bodyid[geom])
+        if body not in touch_body:
+            raise UsageError(
+                f"the feet_swing_load reward needs a touch sensor on each foot: add a site enclosing the "
+                f'geom {model.geom(geom).name!r} and <sensor><touch site="..."/></sensor> to the robot\'s '
+                "MJCF; or set its weight to 0"
+            )
+        columns.append(touch_body[body])
+    return torch.tensor(columns, device=env.device)
+
+
 class Posture:
     """exp(-mean over the actuated joints of ((q - q_home) / std)^2): 1 at the home pose. While
     told to stand every joint has `standing_std`; while moving each has the std of the first
