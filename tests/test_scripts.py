@@ -6,6 +6,7 @@ a renamed helper breaks a benchmark that no other test runs.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,19 @@ def test_every_benchmark_script_imports() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.strip() == "", f"scripts that no longer import:\n{out.stdout}"
+
+
+def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it(tmp_path: Path) -> None:
+    lines = [
+        {"iteration": i, "env_steps": 1000 * (i + 1), "mean_kl": 0.01 * i, "eval/mean_return": 5.0 if i == 2 else None}
+        for i in range(5)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPTS / "curve_table.py"), str(tmp_path), "--block", "3",
+         "--metrics", "mean_kl", "eval/mean_return"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert out[0] == "| iterations | env steps | `mean_kl` | `eval/mean_return` |"
+    assert out[2] == "| 0-2 | 0.0 M | 0.01 | 5 |"  # kl (0 + 0.01 + 0.02) / 3; one evaluation
+    assert out[3] == "| 3-4 | 0.0 M | 0.035 | - |"
