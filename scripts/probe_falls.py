@@ -2,6 +2,11 @@
 
     python scripts/probe_falls.py --task Mjrl-Velocity-Flat-Mule --checkpoint RUN/checkpoints/model_001600.pt
         [--num-envs 64] [--steps 1000] [--push-velocity 0.5] [--mjcf XML] [--stochastic] [--obs-noise]
+        [--lin-vel-x LOW HIGH] [--terrain-type stairs_down --terrain-row 9]
+
+`--lin-vel-x` commands straight walks at speeds in that range (no lateral or turning command,
+no standing); `--terrain-type` and `--terrain-row` put every env of a rough task on one type and
+row of its grid.
 
 Clean observations and the policy mean unless told otherwise (`--obs-noise --stochastic` is how the
 policy acts in training), episodes from their start. Prints the termination counts by term, then one
@@ -31,6 +36,9 @@ def main() -> None:
     parser.add_argument("--mjcf", default="", help="another MJCF for the robot (same names)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions, as in training")
     parser.add_argument("--obs-noise", action="store_true", help="noisy actor observations, as in training")
+    parser.add_argument("--lin-vel-x", type=float, nargs=2, help="straight walks at speeds in this range (m/s)")
+    parser.add_argument("--terrain-type", default="", help="every env on this terrain type (rough tasks)")
+    parser.add_argument("--terrain-row", type=int, default=-1, help="every env on this row (rough tasks)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -39,6 +47,13 @@ def main() -> None:
     robot = dataclasses.replace(cfg.robot, mjcf=args.mjcf) if args.mjcf else cfg.robot
     randomization = dataclasses.replace(cfg.randomization, push_velocity=args.push_velocity)
     cfg = dataclasses.replace(cfg, randomization=randomization, robot=robot)
+    if args.lin_vel_x:
+        straight = {"lin_vel_y": (0.0, 0.0), "yaw_rate": (0.0, 0.0), "heading": False, "standing_fraction": 0.0}
+        commands = dataclasses.replace(cfg.commands, lin_vel_x=tuple(args.lin_vel_x), **straight)
+        cfg = dataclasses.replace(cfg, commands=commands)
+    if args.terrain_type or args.terrain_row >= 0:
+        spawn = {"spawn_type": args.terrain_type, "spawn_row": args.terrain_row}
+        cfg = dataclasses.replace(cfg, terrain=dataclasses.replace(cfg.terrain, **spawn))
     cfg = cfg.for_evaluation(args.num_envs, args.obs_noise)
     state = load_checkpoint(args.checkpoint)
     env, policy = load_trained(task, state, args.checkpoint, cfg, torch.device("cpu"), seed=5)
