@@ -307,25 +307,40 @@ def test_a_resume_puts_every_env_back_on_its_saved_row(rough_env):
     assert env.terrain.level.tolist() == [2, 2, 1, 0, 2]
 
 
-def test_a_resumed_episode_measures_its_first_foot_speed_from_its_new_pose(rough_env):
+def small_rough_env(random_initial_episode_length: bool) -> VecEnv:
+    cfg = dataclasses.replace(ROUGH.env_cfg, num_envs=5, terrain=SMALL, obs_noise=False,
+                              random_initial_episode_length=random_initial_episode_length)  # fmt: skip
+    return VecEnv(cfg, ROUGH.build(cfg), torch.device("cpu"), seed=0)
+
+
+def test_a_resumed_episode_measures_its_first_foot_speed_from_its_new_pose():
     """A resumed run restarts every env at a random point of its episode, on its saved row: the
     first step's foot speed is measured from the new pose, not from where the feet stood before
     (over a whole patch in one step, it cost a resumed run's first rollout a feet_slip penalty
     of -366 per step and its critic a value loss of 1e7)."""
-    env = rough_env
-    env.reset()
+    env = small_rough_env(random_initial_episode_length=True)
     zero = torch.zeros(env.num_envs, env.num_actions)
     env.step(zero)
     saved = env.resume_state()
     saved["terrain_level"] = (env.terrain.level + 1) % env.terrain.rows  # every env on another patch
-    cfg = env.cfg
-    env.cfg = dataclasses.replace(cfg, random_initial_episode_length=True)
-    try:
-        env.load_resume_state(saved)
-    finally:
-        env.cfg = cfg
+    env.load_resume_state(saved)
     env.step(zero)
     assert env.state.speed.max() < 1.0, env.state.speed
+
+
+def test_a_reset_mid_run_measures_no_foot_speed_across_the_jump():
+    """An env reset at the end of a step is on its new patch at the next one, its feet's last
+    positions on the old: that update's foot speed is 0, the next is measured again."""
+    env = small_rough_env(random_initial_episode_length=False)
+    zero = torch.zeros(env.num_envs, env.num_actions)
+    env.step(zero)
+    env.terrain.level[0] = (env.terrain.level[0] + 1) % env.terrain.rows  # env 0 moves on at its reset
+    env.episode_length[0] = env.max_episode_length - 1  # a time-out at the next step
+    env.step(zero)
+    env.step(zero)
+    assert env.state.speed[0].abs().max() == 0.0
+    env.step(zero)
+    assert 0.0 < env.state.speed[0].max() < 1.0
 
 
 def test_a_two_rank_resume_gives_each_rank_its_own_rows_and_episode_window(log_root):
@@ -347,9 +362,11 @@ def test_a_two_rank_resume_gives_each_rank_its_own_rows_and_episode_window(log_r
     assert not torch.equal(saved[0]["terrain_level"], saved[1]["terrain_level"])
     assert all(rank["episodes_finished"] > 0 for rank in saved)
 
-    # Resumed with no iteration left, rank 0 checkpoints what every rank restored.
+    # Resumed with no iteration left, rank 0 checkpoints again what every rank restored.
+    written = checkpoint.stat().st_mtime_ns
     again = run_main("train", ROUGH.name, "--device", DEVICE, "--nproc-per-node", "2", "--resume-dir", str(run_dir))
     assert again.returncode == 0, again.stderr[-3000:]
+    assert checkpoint.stat().st_mtime_ns > written
     restored = load_checkpoint(checkpoint)["env_ranks"]
     for before, after in zip(saved, restored, strict=True):
         assert before.keys() == after.keys()

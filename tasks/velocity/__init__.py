@@ -183,9 +183,10 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         contacts=True,
         action_offset=mdp.home_joint_positions,
         state=legged.LeggedState,
-        # Foot positions are read only after physics steps, and the foot speed skips each
-        # episode's first step; everything else reads qpos/qvel, contacts or model fields. So
-        # resets need no kinematics pass.
+        # Foot positions are read only after physics steps (and at the envs' start, which
+        # computes the poses), and the foot speed skips the first update after a reset;
+        # everything else reads qpos/qvel, contacts or model fields. So resets need no
+        # kinematics pass.
         refresh_kinematics_on_reset=False,
     )
 

@@ -99,7 +99,8 @@ class LeggedState:
         self.height = torch.zeros(n, feet, device=dev)
         """Height of the bottom of each foot above the terrain right under it (m)."""
         self.speed = torch.zeros(n, feet, device=dev)
-        """Horizontal speed of each foot over the last env step (m/s); 0 on an episode's first step."""
+        """Horizontal speed of each foot over the last env step (m/s); 0 at the first update after
+        a reset."""
         self.air_time = torch.zeros(n, feet, device=dev)
         """How long each foot has been in the air (s)."""
         self.landing_air_time = torch.zeros(n, feet, device=dev)
@@ -112,9 +113,10 @@ class LeggedState:
         self.last_contacts = torch.zeros(n, feet, dtype=torch.bool, device=dev)
         self.last_position = torch.zeros(n, feet, 3, device=dev)
         self.first_step = torch.ones(n, dtype=torch.bool, device=dev)
-        """Which envs take the first step of an episode, whose `last_position` is the old
-        episode's. Not read from the episode length: an episode started at a random point of
-        its length (`random_initial_episode_length`, every env after a resume) has none."""
+        """Which envs were reset since the state last advanced: their `last_position` is the old
+        episode's, so their next foot speed is 0. Not read from the episode length, which an
+        episode started at a random point of its length (`random_initial_episode_length`, every
+        env after a resume) does not begin at 0."""
 
     def update(self, env: VecEnv) -> None:
         feet = env.robot.foot_geoms

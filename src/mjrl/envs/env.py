@@ -126,8 +126,9 @@ class VecEnv:
         only those count in the episode statistics (and in a curriculum's judgement)."""
         if self.cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
-        # The shared state reads the new poses (feet positions, from which the first step's
-        # foot speeds are measured), not those the last physics step left behind.
+        # The shared state advances once here without a physics step: it must read the new
+        # poses (the feet's, from which the next step's foot speeds are measured), not those
+        # the last physics step left behind (another patch, after a resume).
         if not self.task.refresh_kinematics_on_reset:
             self.sim.kinematics()
         self.after_physics()
@@ -150,7 +151,8 @@ class VecEnv:
     def load_resume_state(self, saved: dict[str, torch.Tensor]) -> None:
         """Take what `resume_state` kept: the episode window, and the rows (when the run had the
         same number of envs), starting every env's episode afresh on its row."""
-        if "episodes_finished" in saved and saved["episode_returns"].shape == self._finished_returns.shape:
+        window = ("episode_returns", "episode_lengths", "episodes_finished")
+        if all(k in saved for k in window) and saved["episode_returns"].shape == self._finished_returns.shape:
             self._finished_returns.copy_(saved["episode_returns"])
             self._finished_lengths.copy_(saved["episode_lengths"])
             self._finished_total.copy_(saved["episodes_finished"])

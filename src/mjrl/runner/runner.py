@@ -83,6 +83,9 @@ class Runner:
         self.outputs.print_header(self.task_name, self.cfg, self.state.iteration)
         if self.ctx.watchdog is not None:
             self.ctx.watchdog.arm()
+        # A save before the first checkpoint interval (a stop signal) then keeps every rank's
+        # env state too: what a resume just restored, or the fresh one.
+        self.gather_env_states()
         max_it = self.cfg.runner.max_iterations
         metrics: dict[str, Any] = {}
         session_start, session_iterations = time.perf_counter(), 0
