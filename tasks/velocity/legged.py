@@ -122,7 +122,7 @@ class LeggedState:
         feet = env.robot.foot_geoms
         self.contacts = env.contacts.index_select(1, feet)
         position = env.sim.geom_xpos.index_select(1, feet)
-        # Foot speed by a finite difference over the env step; not defined on an episode's first step.
+        # Foot speed by a finite difference over the env step; 0 at the first update after a reset.
         speed = torch.linalg.vector_norm(position[..., :2] - self.last_position[..., :2], dim=-1) / env.step_dt
         self.speed = speed * ~self.first_step.unsqueeze(1)
         self.first_step.fill_(False)
