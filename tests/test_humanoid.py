@@ -18,11 +18,13 @@ from conftest import TINY_RUN, read_jsonl, run_main
 from mjrl.envs import Robot, RobotConfig, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
+from mjrl.rl.networks import ActorCritic
 from mjrl.sim import Scene
 from mjrl.sim.terrain import TerrainConfig
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity import legged
 from mjrl.tasks.velocity.humanoid import SIDES, UPPER_BODY_JOINTS
+from mjrl.tools.export import export_policy
 
 TASK = "Mjrl-Velocity-Flat-Humanoid"
 XML = Path(load_task(TASK).env_cfg.robot.mjcf)
@@ -297,6 +299,44 @@ def test_the_reference_swing_lifts_the_swinging_foot_with_its_sole_level():
     assert legged.gait_joints(env, clock)[0].item() < 0.2
 
 
+def test_the_feedforward_sets_the_zero_actions_targets_on_the_reference_swing():
+    task = load_task(TASK)
+    robot = dataclasses.replace(task.env_cfg.robot, locked_joints=UPPER_BODY_JOINTS)
+    gait = dataclasses.replace(task.env_cfg.gait, feedforward=True)
+    cfg = dataclasses.replace(
+        task.env_cfg, num_envs=2, robot=robot, gait=gait, obs_noise=False, random_initial_episode_length=False
+    )
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=1)
+    clock = legged.GaitClock.of(gait)
+    columns, _, _ = clock.swing_joints(env)
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
+    env.episode_length[:] = 31  # the middle of the left foot's swing
+    expected = env.action_offset.repeat(2, 1)
+    expected[0, columns] += torch.tensor([-0.35, 0.7, -0.35, 0.0, 0.0, 0.0])
+    env.step(torch.zeros(2, env.num_actions))
+    # The targets come from the state the action was chosen in (31), not the step's end (32).
+    torch.testing.assert_close(env.sim.ctrl, expected)
+    env.step(torch.ones(2, env.num_actions))  # an action adds its correction to the reference
+    expected = env.action_offset + env.action_scale
+    progress = (32 / 40 - 0.55) / 0.45
+    reference = torch.tensor([-0.35, 0.7, -0.35]) * math.sin(math.pi * progress)
+    torch.testing.assert_close(env.sim.ctrl[0, columns[:3]], expected[columns[:3]] + reference)
+    torch.testing.assert_close(env.sim.ctrl[1], expected)
+
+
+def test_a_policy_whose_targets_follow_the_clock_is_not_exported_without_them(tmp_path):
+    task = load_task(TASK)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=1, gait=dataclasses.replace(task.env_cfg.gait, feedforward=True))
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
+    obs = env.reset()
+    policy = ActorCritic(
+        obs["actor"].shape[1], obs["critic"].shape[1], env.num_actions, (8,), (8,), "elu", 1.0, normalize=True
+    )
+    with pytest.raises(UsageError, match="not exportable yet"):
+        export_policy(env, policy, "onnx", tmp_path / "policy.onnx", {})
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_swing_joint_must_move_exactly_one_foot(tmp_path):
     task = load_task(TASK)
     cfg = dataclasses.replace(task.env_cfg, num_envs=1)
@@ -311,6 +351,16 @@ def test_a_swing_joint_must_move_exactly_one_foot(tmp_path):
     [
         (TASK, ("--env.gait.foot-phase-offsets", "0", "0.5", "0.25"), "has 3 values for 2 feet (left_foot right_foot)"),
         (TASK, ("--env.gait.foot-phase-offsets", "0", "1"), "--env.gait.foot-phase-offsets must be each in [0, 1)"),
+        (
+            "Mjrl-Velocity-Flat-Quadruped",
+            ("--env.gait.feedforward", "True"),
+            "--env.gait.feedforward needs a gait clock",
+        ),
+        (
+            "Mjrl-Velocity-Flat-Quadruped",
+            ("--env.gait.foot-phase-offsets", "0", "0.5", "0.5", "0", "--env.gait.feedforward", "True"),
+            "--env.gait.feedforward needs a reference swing",
+        ),
         (
             "Mjrl-Velocity-Flat-Quadruped",
             ("--env.rewards.feet-gait", "0.5"),

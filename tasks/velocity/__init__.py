@@ -47,6 +47,10 @@ def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
                 raise UsageError(
                     f"--env.rewards.{flag} needs a gait clock: give --env.gait.foot-phase-offsets, one per foot"
                 )
+        if gait.feedforward:
+            raise UsageError(
+                "--env.gait.feedforward needs a gait clock: give --env.gait.foot-phase-offsets, one per foot"
+            )
         return None
     if len(gait.foot_phase_offsets) != len(cfg.robot.foot_geoms):
         raise UsageError(
@@ -55,6 +59,8 @@ def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
         )
     if cfg.rewards.gait_joints and not gait.swing_joint_offsets:
         raise UsageError("--env.rewards.gait-joints needs a reference swing: give --env.gait.swing-joint-offsets")
+    if gait.feedforward and not gait.swing_joint_offsets:
+        raise UsageError("--env.gait.feedforward needs a reference swing: give --env.gait.swing-joint-offsets")
     return legged.GaitClock.of(gait)
 
 
@@ -182,6 +188,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         },
         contacts=True,
         action_offset=mdp.home_joint_positions,
+        action_feedforward=clock.feedforward if clock is not None and cfg.gait.feedforward else None,
         state=legged.LeggedState,
         # Foot positions are read only after physics steps (and at the envs' start, which
         # computes the poses), and the foot speed skips the first update after a reset;

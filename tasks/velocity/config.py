@@ -181,6 +181,11 @@ class GaitConfig:
     their offsets from home (rad) at mid-swing, the first match counting (e.g. "*hip_pitch*"
     -0.35 "*knee*" 0.7). Each joint moves with the one foot below it, by offset x sin(pi x
     swing progress) while that foot swings."""
+    feedforward: bool = False
+    """Add the reference swing to the joint position targets: the policy's actions become
+    corrections around legs that step in place with the clock (a residual policy, as Cassie's
+    reference-motion controllers), instead of a swing it must discover. Its zero action steps;
+    it learns to balance and stride."""
 
     bounds: ClassVar[dict] = {"foot_phase_offsets": "[0, 1)", "period_s": "> 0", "stance_fraction": "(0, 1)"}
 

@@ -290,6 +290,13 @@ class GaitClock:
         lift = torch.sin(math.pi * progress.clamp(min=0))  # 0 in stance
         return amplitude * lift * env.cached(is_moving_command).unsqueeze(1)
 
+    def feedforward(self, env: VecEnv) -> torch.Tensor:
+        """(n, num_actions): the reference swing as offsets of the joint targets (rad), 0 for
+        the joints it does not name."""
+        columns, _, _ = self.swing_joints(env)
+        offsets = torch.zeros(env.num_envs, env.num_actions, device=env.device)
+        return offsets.index_add_(1, columns, self.swing_reference(env))
+
 
 def _swing_joints(env: VecEnv, offsets: tuple[tuple[str, float], ...]) -> tuple[torch.Tensor, ...]:
     model = env.sim.mj_model

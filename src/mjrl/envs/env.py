@@ -174,6 +174,8 @@ class VecEnv:
         self.last_actions.copy_(self.actions)
         torch.clamp(actions, -self.cfg.action_clip, self.cfg.action_clip, out=self.actions)
         torch.mul(self.actions, self.action_scale, out=self.sim.ctrl).add_(self.action_offset)
+        if self.task.action_feedforward is not None:
+            self.sim.ctrl.add_(self.task.action_feedforward(self))
         self._run_interval_jobs()
         self.sim.step()
         self.episode_length += 1

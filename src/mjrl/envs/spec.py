@@ -154,6 +154,10 @@ class TaskSpec:
     `env.contacts` (num_envs, ngeom)."""
     action_offset: Callable[[VecEnv], torch.Tensor] | None = None
     """ctrl = offset + action scale * action (`VecEnv.action_scale`); None: an offset of zero."""
+    action_feedforward: Callable[[VecEnv], torch.Tensor] | None = None
+    """(num_envs, num_actions) added to ctrl at every step, from the state the policy acted on:
+    targets that move with time (a gait's reference swing), around which the actions are
+    corrections. None: nothing added."""
     action_mirror: MirrorFn | None = None
     """How actions mirror (see `ObsTerm.mirror`); None: the task has no symmetry."""
     state: Callable[[VecEnv], StepState] | None = None

@@ -108,6 +108,11 @@ def export_policy(
     `env` (any number of envs) gives the observation layout and action transform; `source`
     holds task, run_dir, checkpoint, iteration and env_steps. Returns both paths."""
     cfg = env.cfg
+    if env.task.action_feedforward is not None:
+        # Its targets move with the gait clock, which neither the model nor the sidecar carries.
+        raise UsageError(
+            "this task adds a reference swing to the joint targets (--env.gait.feedforward): not exportable yet"
+        )
     offset = env.action_offset.float().cpu()
     model = DeployedActor(policy)
     if scaled_actions:
