@@ -28,9 +28,9 @@ def decode(path: Path) -> tuple[list[np.ndarray], float]:
         return frames, float(stream.average_rate)
 
 
-def assert_not_blank(frames: list[np.ndarray]) -> None:
+def assert_not_blank(frames: list[np.ndarray], size: tuple[int, int] = (320, 240)) -> None:
     for frame in frames:
-        assert frame.shape == (240, 320, 3)
+        assert frame.shape == (size[1], size[0], 3)
         assert frame.std() > 10  # a scene, not one colour
     # Something moved: a frozen picture differs from frame 0 only by codec noise (a few levels),
     # while the thin pole moving for 0.5 s changes a few hundred pixels by far more.
@@ -76,12 +76,13 @@ def test_training_clips_and_play_video_of_cartpole(cartpole_run, tmp_path):
 def test_play_video_of_the_quadruped(log_root, tmp_path):
     run_dir, _ = tiny_run(QUADRUPED, log_root)
     video = tmp_path / "walk.mp4"
+    # Larger than MuJoCo's default offscreen buffer (640 x 480), which the renderer must grow.
     result = run_main("play", QUADRUPED, "--run-dir", str(run_dir), "--device", "cpu", "--video", str(video),
-                     "--video-seconds", "0.4")  # fmt: skip
+                     "--video-seconds", "0.4", "--video-size", "800", "600")  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     frames, fps = decode(video)
     assert len(frames) == 20 and fps == 50  # the task's 50 Hz control rate
-    assert_not_blank(frames)
+    assert_not_blank(frames, size=(800, 600))
 
 
 def test_locomotion_camera_follows_the_robot_and_cartpole_camera_is_fixed():

@@ -46,10 +46,13 @@ def pick_gl_backend() -> str:
     )
 
 
-def visual_model(scene: Scene) -> mujoco.MjModel:
+def visual_model(scene: Scene, width: int = 640, height: int = 480) -> mujoco.MjModel:
     """The task's scene with a checkered ground, a sky and a brighter headlight: a plain floor
-    hides how fast a followed robot moves. Only the picture changes; physics is not run here."""
+    hides how fast a followed robot moves; and an offscreen buffer of at least `width` x
+    `height`. Only the picture changes; physics is not run here."""
     spec, _ = scene.spec()
+    spec.visual.global_.offwidth = max(width, spec.visual.global_.offwidth)
+    spec.visual.global_.offheight = max(height, spec.visual.global_.offheight)
     spec.add_texture(
         name="mjrl_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
         rgb1=[0.55, 0.7, 0.85], rgb2=[0.1, 0.15, 0.2], width=256, height=256,
@@ -93,7 +96,7 @@ class FrameRenderer:
     """Draws a model at given joint positions, seen by `make_camera`'s camera."""
 
     def __init__(self, scene: Scene, width: int, height: int):
-        self.model = visual_model(scene)
+        self.model = visual_model(scene, width, height)
         self.data = mujoco.MjData(self.model)
         self.renderer = mujoco.Renderer(self.model, height, width)
         self.camera = make_camera(self.model, self.data)

@@ -50,6 +50,9 @@ class PlayConfig(Generic[EnvT]):
     """Length of the video in simulated seconds; episodes that end are reset and go on."""
     video_fps: float = 0.0
     """Frames per second of the video; 0: one frame per control step (the task's control rate)."""
+    video_size: tuple[int, int] = (320, 240)
+    """Width and height of the video's frames (pixels). Mesa draws 320 x 240 at about 10 frames/s
+    on one CPU core; the time grows with the pixels."""
 
     bounds: ClassVar[dict] = {
         "episodes": ">= 1",
@@ -58,6 +61,7 @@ class PlayConfig(Generic[EnvT]):
         # The whole clip's states are recorded before it is drawn: an hour is 180,000 steps at 50 Hz.
         "video_seconds": "(0, 3600]",
         "video_fps": "[0, 240]",
+        "video_size": "[16, 4096]",
     }
     """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 
@@ -110,5 +114,5 @@ def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
     control_fps = 1.0 / env.step_dt
     states = record_states(env, policy, max(1, round(cfg.video_seconds * control_fps)))
     fps = cfg.video_fps or control_fps
-    frames = render_in_subprocess(backend, env.task.scene, states, control_fps, fps, out)
+    frames = render_in_subprocess(backend, env.task.scene, states, control_fps, fps, out, cfg.video_size)
     return {"task": task.name, "checkpoint": str(path), "video": str(out), "frames": frames, "fps": fps, "gl": backend}

@@ -26,8 +26,8 @@ from mjrl.files import atomic_target
 if TYPE_CHECKING:  # importing MuJoCo here would fix its GL backend in the training process
     from mjrl.sim.scene import Scene
 
-WIDTH, HEIGHT = 320, 240
-"""Frame size: small enough to draw at about 10 frames/s on one CPU core with Mesa."""
+SIZE = (320, 240)
+"""Frame width and height: small enough to draw at about 10 frames/s on one CPU core with Mesa."""
 
 
 def frame_indices(num_states: int, state_fps: float, fps: float) -> list[int]:
@@ -79,14 +79,22 @@ def start_drawing_process(backend: str, idle: bool = False) -> None:
         lowest_priority()
 
 
-def render_clip(scene: Scene, qpos: np.ndarray, state_fps: float, fps: float, out: str, gif: bool = False) -> int:
+def render_clip(
+    scene: Scene,
+    qpos: np.ndarray,
+    state_fps: float,
+    fps: float,
+    out: str,
+    gif: bool = False,
+    size: tuple[int, int] = SIZE,
+) -> int:
     """Entry point of the drawing process (`start_drawing_process` ran first): frames of the
     states `qpos` (T, nq), recorded at `state_fps`, into an mp4 at `fps` (and a GIF beside it
-    with `gif`). Returns the number of frames."""
+    with `gif`), `size` pixels wide and high. Returns the number of frames."""
     from mjrl.sim.render import FrameRenderer
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    renderer = FrameRenderer(scene, WIDTH, HEIGHT)
+    renderer = FrameRenderer(scene, *size)
     try:
         frames = [renderer.render(qpos[i]) for i in frame_indices(len(qpos), state_fps, fps)]
         if gif:
@@ -96,10 +104,12 @@ def render_clip(scene: Scene, qpos: np.ndarray, state_fps: float, fps: float, ou
         renderer.close()
 
 
-def render_in_subprocess(backend: str, scene: Scene, qpos: np.ndarray, state_fps: float, fps: float, out: Path) -> int:
+def render_in_subprocess(
+    backend: str, scene: Scene, qpos: np.ndarray, state_fps: float, fps: float, out: Path, size: tuple[int, int] = SIZE
+) -> int:
     """`render_clip` in a spawned process, waited for (what `play --video` does)."""
     with multiprocessing.get_context("spawn").Pool(1, initializer=start_drawing_process, initargs=(backend,)) as pool:
-        return pool.apply(render_clip, (scene, qpos, state_fps, fps, str(out)))
+        return pool.apply(render_clip, (scene, qpos, state_fps, fps, str(out), False, size))
 
 
 @torch.no_grad()
