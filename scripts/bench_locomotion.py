@@ -167,8 +167,8 @@ def scene_build_s(task_name: str) -> float:
     return time.perf_counter() - start
 
 
-def play(task: str, episodes: int, source: list[str], commands: list[str]) -> dict:
-    command = [str(BIN / "play"), task, *source, "--episodes", str(episodes), "--device", "cpu", *commands]
+def play(task: str, episodes: int, source: list[str], commands: list[str], device: str = "cpu") -> dict:
+    command = [str(BIN / "play"), task, *source, "--episodes", str(episodes), "--device", device, *commands]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 

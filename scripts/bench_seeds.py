@@ -5,7 +5,7 @@
     python scripts/bench_seeds.py --log-root /work/runs/seeds --seeds 1 2 3 --report-only  # tables only
     python scripts/bench_seeds.py --log-root /tmp/s --seeds 1 --poll-s 1 -- --env.num-envs 16 --runner.max-iterations 2
 
-Each seed trains `train TASK --device cpu --preset cpu-locomotion --seed S` (the
+Each seed trains `train TASK --device DEVICE --preset cpu-locomotion --seed S` (the
 README's CPU preset, evaluated every 50 iterations) until the periodic evaluation first meets
 the full-distribution flat targets of `bench_locomotion.py`, then stops it with SIGTERM, as a
 preemption would (a checkpoint is written). A seed that was cut off is continued with
@@ -42,36 +42,51 @@ def find_run(log_root: Path, task: str, name: str) -> Path | None:
     return runs[-1] if runs else None
 
 
-def train_until_targets(task: str, log_root: Path, seed: int, symmetry: bool, poll_s: float, extra: list[str]) -> Path:
-    """Train (or continue) one seed until its periodic evaluation meets the targets, or the
-    preset's last iteration."""
+def train_until_targets(
+    task: str,
+    log_root: Path,
+    seed: int,
+    symmetry: bool,
+    poll_s: float,
+    extra: list[str],
+    device: str,
+    time_limit_s: float | None = None,
+) -> Path:
+    """Train (or continue) one seed until its periodic evaluation meets the targets, the preset's
+    last iteration, or `time_limit_s` (stopped as by a preemption, so `--resume-dir` continues
+    it). Prints the seconds from the command's start to the stop."""
     name = run_name(seed, symmetry)
     run_dir = find_run(log_root, task, name)
     targets = profile(task).targets
     if run_dir is not None and first_eval_meeting_targets(metrics_lines(run_dir), targets):
         return run_dir
-    command = [str(BIN / "train"), task, "--device", "cpu", "--preset", profile(task).preset]
+    command = [str(BIN / "train"), task, "--device", device, "--preset", profile(task).preset]
     command += ["--seed", str(seed), "--log-root", str(log_root), *(SYMMETRY if symmetry else []), *extra]
     command += ["--resume-dir", str(run_dir)] if run_dir else ["--run-name", name]
+    start = time.perf_counter()
     process = subprocess.Popen(command)
     stopped = False
     while process.poll() is None:
         time.sleep(poll_s)
         run_dir = run_dir or find_run(log_root, task, name)
         metrics = run_dir / "metrics.jsonl" if run_dir else None
-        if metrics and metrics.exists() and first_eval_meeting_targets(metrics_lines(run_dir), targets):
+        met = metrics and metrics.exists() and first_eval_meeting_targets(metrics_lines(run_dir), targets)
+        out_of_time = time_limit_s is not None and time.perf_counter() - start > time_limit_s
+        if met or out_of_time:
+            elapsed = time.perf_counter() - start
             process.send_signal(signal.SIGTERM)  # writes a checkpoint and exits
             process.wait()
             stopped = True
+            print(json.dumps({"seed": seed, "targets_met": bool(met), "elapsed_s": round(elapsed, 1)}), flush=True)
     if process.returncode != 0 and not stopped:
         raise SystemExit(f"{name}: train exited with code {process.returncode}; see its output above")
     assert run_dir is not None, f"{name}: train exited with {process.returncode} before making its run directory"
     return run_dir
 
 
-def gait(task: str, run_dir: Path, episodes: int) -> dict:
+def gait(task: str, run_dir: Path, episodes: int, device: str) -> dict:
     """Forward-command figures of the run's last checkpoint, per foot included."""
-    return play(task, episodes, ["--run-dir", str(run_dir)], profile(task).forward_flags())
+    return play(task, episodes, ["--run-dir", str(run_dir)], profile(task).forward_flags(), device)
 
 
 def foot_pairs(task: str) -> list[tuple[str, str]]:
@@ -88,11 +103,11 @@ HEADER = [
 ]
 
 
-def seed_row(task: str, seed: int, run_dir: Path, episodes: int) -> tuple[str, float | None]:
+def seed_row(task: str, seed: int, run_dir: Path, episodes: int, device: str) -> tuple[str, float | None]:
     """The seed's table row and the env steps it took to meet the targets (None if it did not)."""
     history = metrics_lines(run_dir)
     reached = first_eval_meeting_targets(history, profile(task).targets)
-    figures = gait(task, run_dir, episodes)
+    figures = gait(task, run_dir, episodes, device)
     contact, swing = [], []
     for left, right in foot_pairs(task):
         contact.append(figures[f"mean_foot_contact_fraction/{left}"] - figures[f"mean_foot_contact_fraction/{right}"])
@@ -106,7 +121,7 @@ def seed_row(task: str, seed: int, run_dir: Path, episodes: int) -> tuple[str, f
     return row, reached["env_steps"] if reached else None
 
 
-def report(task: str, log_root: Path, seeds: list[int], episodes: int) -> str:
+def report(task: str, log_root: Path, seeds: list[int], episodes: int, device: str) -> str:
     lines = []
     for symmetry in (False, True):
         runs = {seed: find_run(log_root, task, run_name(seed, symmetry)) for seed in seeds}
@@ -116,7 +131,7 @@ def report(task: str, log_root: Path, seeds: list[int], episodes: int) -> str:
         lines += [f"**{'with symmetry augmentation' if symmetry else 'plain PPO'}**", "", *HEADER]
         reached_steps = []
         for seed, run_dir in runs.items():
-            row, steps = seed_row(task, seed, run_dir, episodes)
+            row, steps = seed_row(task, seed, run_dir, episodes, device)
             lines.append(row)
             reached_steps += [steps] if steps is not None else []
         met = f"{len(reached_steps)} of {len(runs)} seeds met the targets"
@@ -133,6 +148,8 @@ def main() -> None:
     parser.add_argument("--symmetry", action="store_true", help="train with symmetry augmentation")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--device", default="cpu", help="where the seeds train and play (cpu, cuda)")
+    parser.add_argument("--time-limit-s", type=float, help="stop each seed's training after this long")
     parser.add_argument("--poll-s", type=float, default=15.0, help="how often to read the runs' metrics")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train
@@ -140,9 +157,18 @@ def main() -> None:
     args.train_args = argv[split + 1 :]
     if not args.report_only:
         for seed in args.seeds:
-            run_dir = train_until_targets(args.task, args.log_root, seed, args.symmetry, args.poll_s, args.train_args)
+            run_dir = train_until_targets(
+                args.task,
+                args.log_root,
+                seed,
+                args.symmetry,
+                args.poll_s,
+                args.train_args,
+                args.device,
+                args.time_limit_s,
+            )
             print(json.dumps({"seed": seed, "run_dir": str(run_dir)}), flush=True)
-    print(report(args.task, args.log_root, args.seeds, args.episodes))
+    print(report(args.task, args.log_root, args.seeds, args.episodes, args.device))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Training throughput vs bare MuJoCo-Warp physics, measured in one process.
 
-    python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256] [--iterations 10]
+    python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256 [1024 ...]] [--iterations 10]
+        [--device cuda] [--no-graph] [--profile-envs 4096 --profile-out FILE]
 
-Prints the bare physics rate (a loop of `mujoco_warp.step`), that rate divided by the task's
+For each number of envs (in one process: the kernels compile once), prints one JSON line: the
+bare physics rate (a loop of `mujoco_warp.step`), that rate divided by the task's
 decimation (the ceiling for env steps/s), the full training loop's env steps/s (collection
 plus PPO update), their ratio, and peak resident memory.
 
@@ -10,6 +12,9 @@ mjrl replays a captured substep loop instead of calling `mujoco_warp.step` from 
 faster than the bare loop on the CPU too. So the script also measures that replay alone
 (`replayed_physics_steps_per_s`) and reports the share of the training loop's time that the
 physics takes (`physics_share_of_training`): everything else is overhead left to remove.
+
+`--profile-envs N` then trains a few iterations at N envs under `torch.profiler` and writes the
+operators that take the most host and device time to `--profile-out`: where that overhead goes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import torch
 
 
 def physics_rates(task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
-    """World-steps/s of (a loop of bare `mujoco_warp.step` calls, mjrl's replayed substep loop)."""
+    """World-steps/s of (a loop of bare `mujoco_warp.step` calls, mjrl's replayed substep loop;
+    the bare loop's rate again when the task's config does not capture)."""
     import mujoco_warp as mjw
     import warp as wp
 
@@ -54,22 +60,26 @@ def physics_rates(task, num_envs: int, steps: int, device: str) -> tuple[float, 
     return bare, replayed
 
 
-def training_rate(task, num_envs: int, iterations: int, log_root: str, device: str) -> tuple[float, float, float]:
-    """(env steps/s of the whole loop, median collection s, median learning s per iteration)."""
-    from mjrl.distributed.context import single_process
+def train_config(task, num_envs: int, iterations: int, log_root: str, device: str):
     from mjrl.runner.config import TrainConfig
-    from mjrl.runner.runner import train
 
     defaults = TrainConfig.for_task(task)
-    cfg = dataclasses.replace(
+    return dataclasses.replace(
         defaults,
         env=dataclasses.replace(task.env_cfg, num_envs=num_envs),
-        runner=dataclasses.replace(defaults.runner, max_iterations=iterations + 1, save_interval=10**6),
+        runner=dataclasses.replace(defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0),
         device=device,
         logger="none",
         log_root=log_root,
     )
-    train(task, cfg, single_process(device))
+
+
+def training_rate(task, num_envs: int, iterations: int, log_root: str, device: str) -> tuple[float, float, float]:
+    """(env steps/s of the whole loop, median collection s, median learning s per iteration)."""
+    from mjrl.distributed.context import single_process
+    from mjrl.runner.runner import train
+
+    train(task, train_config(task, num_envs, iterations + 1, log_root, device), single_process(device))
     run = next(p for p in __import__("pathlib").Path(log_root, task.name).iterdir())
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][1:]  # skip warm-up
     steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
@@ -78,32 +88,89 @@ def training_rate(task, num_envs: int, iterations: int, log_root: str, device: s
     return steps / seconds, median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
 
 
+def profile(task, num_envs: int, device: str, out: str, iterations: int = 3) -> None:
+    """Collect and update `iterations` times (after one round outside the profile, which compiles,
+    captures and warms the allocator) under torch.profiler; write the operators with the most
+    self time on the host and on the device."""
+    from pathlib import Path
+
+    from torch.profiler import ProfilerActivity
+
+    from mjrl.distributed.context import single_process
+    from mjrl.distributed.preemption import StopFlag
+    from mjrl.envs import VecEnv
+    from mjrl.rl import make_algorithm
+    from mjrl.runner.runner import Runner
+    from mjrl.runner.state import TrainingState
+
+    ctx = single_process(device)
+    cuda = ctx.device.type == "cuda"
+    with tempfile.TemporaryDirectory() as log_root:
+        cfg = train_config(task, num_envs, iterations, log_root, device)
+        env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
+        algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed)
+        runner = Runner(task, cfg, ctx, env, algorithm, Path(log_root), TrainingState(), False, StopFlag())
+        runner.collect()
+        algorithm.update()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(iterations):
+                with torch.profiler.record_function("mjrl.collect"):
+                    runner.collect()
+                with torch.profiler.record_function("mjrl.update"):
+                    algorithm.update()
+            if cuda:
+                torch.cuda.synchronize(ctx.device)
+    averages = prof.key_averages()
+    sections = [("self_cpu_time_total", "host")] + ([("self_device_time_total", "device")] if cuda else [])
+    with open(out, "w") as f:
+        f.write(f"# {task.name}, {num_envs} envs, {device}: {iterations} iterations (collect + update)\n")
+        for key, what in sections:
+            f.write(f"\n## by self {what} time\n")
+            f.write(averages.table(sort_by=key, row_limit=30, max_name_column_width=70))
+
+
 def main() -> None:
     from mjrl.tasks import load_task
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="Mjrl-Cartpole-Balance")
-    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[256])
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--physics-steps", type=int, default=500)
     parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:0)")
+    parser.add_argument("--no-graph", action="store_true", help="launch every kernel (`--env.sim.graph False`)")
+    parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")
+    parser.add_argument("--profile-out", default="profile.txt")
     args = parser.parse_args()
     torch.set_num_threads(args.torch_threads)
     task = load_task(args.task)
-    physics, replayed = physics_rates(task, args.num_envs, args.physics_steps, args.device)
+    if args.no_graph:
+        task = dataclasses.replace(
+            task, env_cfg=dataclasses.replace(task.env_cfg, sim=dataclasses.replace(task.env_cfg.sim, graph=False))
+        )
+    for num_envs in args.num_envs:
+        measure(task, num_envs, args)
+    if args.profile_envs:
+        profile(task, args.profile_envs, args.device, args.profile_out)
+
+
+def measure(task, num_envs: int, args: argparse.Namespace) -> None:
+    physics, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
     ceiling = physics / task.env_cfg.sim.decimation
     replayed_ceiling = replayed / task.env_cfg.sim.decimation
     with tempfile.TemporaryDirectory() as log_root:
-        trained, collection_s, learning_s = training_rate(task, args.num_envs, args.iterations, log_root, args.device)
-    rollout_steps = args.num_envs * task.agent_cfg.runner.num_steps_per_env
+        trained, collection_s, learning_s = training_rate(task, num_envs, args.iterations, log_root, args.device)
+    rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
             {
                 "task": args.task,
                 "device": args.device,
-                "num_envs": args.num_envs,
+                "graph": task.env_cfg.sim.graph,
+                "num_envs": num_envs,
                 "bare_physics_steps_per_s": round(physics),
                 "replayed_physics_steps_per_s": round(replayed),
                 "ceiling_env_steps_per_s": round(ceiling),
@@ -115,7 +182,8 @@ def main() -> None:
                 "physics_share_of_training": round(trained / replayed_ceiling, 3),
                 "physics_share_of_collection": round(rollout_steps / replayed_ceiling / collection_s, 3),
             }
-        )
+        ),
+        flush=True,
     )
 
 

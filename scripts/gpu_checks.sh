@@ -1,63 +1,157 @@
 #!/bin/bash
-# Every check of issue 26 on a lent GPU, in phases that each fit one device call (10 minutes):
+# The checks of issue 26 on a lent GPU, in phases run in the order given, each cut to the time
+# left before a deadline (GPU_BUDGET_S seconds from the start, default 560):
 #
+#   bash scripts/gpu_checks.sh all         # info throughput nccl learn
 #   bash scripts/gpu_checks.sh info        # what torch, Warp and NCCL see
-#   bash scripts/gpu_checks.sh tests       # the CLI tests with MJRL_TEST_DEVICE=cuda
-#   bash scripts/gpu_checks.sh throughput  # bare physics, replayed substeps, training loop; 1024-8192 envs
-#   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU)
+#   bash scripts/gpu_checks.sh throughput  # bare physics, replayed substeps, training loop at 1024-8192 envs; a profile
+#   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
 #   bash scripts/gpu_checks.sh learn       # the flat quadruped at 4096 envs to its targets, wall time
+#   bash scripts/gpu_checks.sh faults      # a rank killed under torchrun with NCCL
+#   bash scripts/gpu_checks.sh tests       # the GPU-capable tests with MJRL_TEST_DEVICE=cuda
+#   bash scripts/gpu_checks.sh scale       # the rough and humanoid tasks at 4096 envs
+#   THROUGHPUT_TASKS=Mjrl-Velocity-Flat-Quadruped bash scripts/gpu_checks.sh throughput tests
 #
-# Run from the checkout after `bash .gpu1/install.sh && export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH`
-# (../shared/gpu/README.md). Everything it measures goes to $OUT (default ./gpu_out), one file
-# per phase, with the commands that made it.
+# What worked on 2026-11-26 (docs/benchmarks.md, "On a GPU"), with the device tool:
+#   1. Here: `bash ../shared/gpu/pack.sh` (two folders of 56 and 54 MB). The working tree travels
+#      too and a call carries at most 64 MiB: move runs/*/ out of the checkout during the calls
+#      (put them back after), or pack with a smaller PART_MB.
+#   2. Call 1, carry [".gpu1"]: `cp -r .gpu1 /tmp/gpu1`. A later call removes what an earlier
+#      one carried, so the folder must leave the checkout; /tmp stays while the machine is warm
+#      (30 s after a call: make call 2 at once).
+#   3. Call 2, carry [".gpu2"]: `cp -r /tmp/gpu1 .gpu1 && bash .gpu1/install.sh &&
+#      export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH && bash scripts/gpu_checks.sh all`.
+# $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
+# each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
-PY=${PYTHON:-python}
-phase=${1:-info}
-log="$OUT/$phase.txt"
-run() {  # run and record a command and its output
-  echo "\$ $*" | tee -a "$log"
-  "$@" 2>&1 | tee -a "$log"
-  echo "exit $?" | tee -a "$log"
-}
-echo "# $phase $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null)" >> "$log"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+START=$(date +%s)
+BUDGET=${GPU_BUDGET_S:-560}
+log="$OUT/gpu.log"
+GO1=Mjrl-Velocity-Flat-Quadruped
 
-case $phase in
-info)
-  run nvidia-smi
-  run $PY -c "import torch, warp, mujoco, mujoco_warp; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.nccl.version()); warp.init(); print('warp', warp.__version__, 'mujoco', mujoco.__version__, 'mujoco_warp', mujoco_warp.__version__)"
-  run lscpu
-  ;;
-tests)
-  # The tests whose runs go through TINY_RUN train on the GPU; the rest stay on the CPU.
-  $PY -c "import pytest" 2>/dev/null || $PY -m pip install -q --no-index --no-deps --target /tmp/site .gpu_extra/*.whl
-  export MJRL_TEST_DEVICE=cuda
-  run $PY -m pytest -x -q -p no:cacheprovider tests/test_training.py tests/test_sim_env.py tests/test_quadruped.py \
-    tests/test_symmetry.py tests/test_distillation.py tests/test_algorithm.py tests/test_host_sync.py
-  ;;
-throughput)
-  for task in Mjrl-Cartpole-Balance Mjrl-Velocity-Flat-Quadruped; do
-    for n in 1024 4096 8192; do
-      run $PY scripts/bench_train.py --device cuda --task $task --num-envs $n --iterations 10 --physics-steps 500
-    done
+left() { echo $((START + BUDGET - $(date +%s))); }
+cap() {  # cap SECONDS: the smaller of SECONDS and the time left, less a margin for what follows
+  local l=$(($(left) - 5))
+  echo $(($1 < l ? $1 : l))
+}
+run() {  # run CAP COMMAND...: run and record a command, killed (its process group too) after CAP s
+  local limit
+  limit=$(cap "$1")
+  shift
+  if ((limit < 10)); then
+    echo "# skipped (no time left): $*" | tee -a "$log"
+    return 124
+  fi
+  echo "\$ [${limit}s, $(date -u +%T)] $*" | tee -a "$log"
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  echo "# exit $rc after $((SECONDS - t0)) s" | tee -a "$log"
+  return "$rc"
+}
+
+# The tests and scripts find `train` beside the Python that runs them; install.sh put it in /tmp/site/bin.
+bin_dir=$($PY -c "import sys, os; print(os.path.dirname(sys.executable))")
+for tool in train play mjrl; do
+  [[ -x $bin_dir/$tool ]] || ln -sf "$(command -v $tool)" "$bin_dir/$tool" 2>/dev/null || true
+done
+
+info() {
+  echo "# info $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null)" | tee -a "$log"
+  run 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  run 60 $PY -c "import torch, warp, mujoco, mujoco_warp; warp.init(); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'nccl', torch.cuda.nccl.version()); print('warp', warp.__version__, 'mujoco', mujoco.__version__, 'mujoco_warp', mujoco_warp.__version__, 'conditional graphs', warp.is_conditional_graph_supported(), 'mempool', warp.is_mempool_enabled('cuda:0'))"
+  lscpu | grep -E 'Model name|^CPU\(s\)' | tee -a "$log"
+}
+
+throughput() {
+  local task
+  for task in ${THROUGHPUT_TASKS:-Mjrl-Cartpole-Balance $GO1}; do
+    local profile=()
+    [[ $task == "$GO1" ]] && profile=(--profile-envs 4096 --profile-out "$OUT/profile.txt")
+    if ! run 200 $PY scripts/bench_train.py --device cuda --task $task --num-envs 1024 4096 8192 --iterations 10 \
+      --physics-steps 300 "${profile[@]}" | grep '^{' >>"$OUT/throughput.jsonl"; then
+      # The captured loop failed: measure with every kernel launched from Python instead.
+      run 120 $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 --iterations 5 \
+        --physics-steps 100 --no-graph | grep '^{' >>"$OUT/throughput.jsonl"
+    fi
   done
-  run $PY scripts/bench_solver_loop.py --device cuda --num-worlds 4096 --steps 20
-  ;;
-nccl)
-  run torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
-    --env.num-envs 4096 --runner.max-iterations 30 --logger none --log-root "$OUT/nccl"
-  # A fault one GPU allows: the only rank raises, the job must end at once with its error.
-  run torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
-    --env.num-envs 1024 --runner.max-iterations 30 --logger none --log-root "$OUT/nccl" --fault raise@0:3
-  ;;
-learn)
-  # Stops at the first periodic evaluation that meets the flat targets (bench_seeds.py).
-  timeout 560 $PY scripts/bench_seeds.py --log-root "$OUT/learn" --seeds 1 --poll-s 5 --episodes 32 -- \
-    --device cuda --env.num-envs 4096 --runner.eval-interval 10 --runner.eval-envs 64 2>&1 | tee -a "$log"
-  ;;
-*)
-  echo "unknown phase $phase: info, tests, throughput, nccl or learn" >&2
-  exit 2
-  ;;
-esac
+  [[ -n ${THROUGHPUT_TASKS:-} ]] || run 60 $PY scripts/bench_solver_loop.py --device cuda --num-worlds 4096 --steps 20
+}
+
+learn() {
+  # The CPU preset's run at 4096 envs, evaluated every 10 iterations; stops at the first
+  # evaluation that meets the flat targets (bench_seeds.py), or at its time limit.
+  local limit
+  limit=$(($(cap 330) - 60))  # what is left after it plays the final policy
+  run 330 $PY scripts/bench_seeds.py --device cuda --log-root /tmp/learn --seeds 1 --poll-s 2 --episodes 32 \
+    --time-limit-s "$limit" -- --env.num-envs 4096 --runner.eval-interval 10 --runner.eval-envs 64
+  local run_dir
+  run_dir=$(ls -d /tmp/learn/$GO1/20*_seed-1 2>/dev/null | tail -1)
+  if [[ -n $run_dir ]]; then
+    cp "$run_dir/metrics.jsonl" "$OUT/learn_metrics.jsonl"
+    local last
+    last=$(ls "$run_dir"/checkpoints/model_*.pt 2>/dev/null | tail -1)
+    tar -C "$run_dir" -cf "$OUT/learn_run.tar" config.yaml ${last:+checkpoints/$(basename "$last")}
+  fi
+}
+
+nccl() {
+  local root=/tmp/nccl
+  run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
+    --env.num-envs 4096 --runner.max-iterations 10 --logger none --log-root $root
+  # A fault one GPU allows: the only rank raises; the job must end at once with its error. (A log
+  # root of its own: under torchrun a run continues the newest run of its log root.)
+  run 60 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
+    --env.num-envs 1024 --runner.max-iterations 30 --logger none --log-root $root/raise --fault raise@0:3
+  # mjrl's own launcher, one rank on the GPU.
+  run 60 train Mjrl-Cartpole-Balance --nproc-per-node 1 --device cuda --env.num-envs 4096 \
+    --runner.max-iterations 5 --logger none --log-root $root/launcher
+}
+
+faults() {
+  # The other faults one GPU allows: the only rank dies, or stops (a hang the watchdog must end).
+  local root=/tmp/nccl
+  run 60 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
+    --env.num-envs 1024 --runner.max-iterations 30 --logger none --log-root $root/kill --fault kill@0:3
+}
+
+tests() {
+  # The in-process env tests and the runs through TINY_RUN use the GPU; the rest stay on the
+  # CPU. Each result is printed as it comes (-v) with a short traceback for a failure
+  # (--tb=short at the end; `-rf` names them), in-process files first: a phase cut short by the
+  # deadline still says which tests failed. The first run of 2026-11-26 timed out with -q at
+  # 283 s: four failures, names lost.
+  export MJRL_TEST_DEVICE=cuda
+  run 400 $PY -m pytest -v -rf --tb=short -p no:cacheprovider -n 8 --timeout 240 \
+    tests/test_host_sync.py tests/test_sim_env.py tests/test_algorithm.py tests/test_quadruped.py \
+    tests/test_symmetry.py tests/test_training.py tests/test_evaluate.py tests/test_distillation.py \
+    tests/test_terrain.py tests/test_humanoid.py | grep -v PASSED
+}
+
+scale() {
+  # How fast the rough and humanoid tasks train at 4096 envs (their first iterations).
+  local task
+  for task in Mjrl-Velocity-Rough-Quadruped Mjrl-Velocity-Flat-Humanoid; do
+    run 150 train $task --device cuda --env.num-envs 4096 --runner.max-iterations 15 --runner.eval-interval 0 \
+      --logger none --log-root /tmp/scale
+    cp "$(ls -d /tmp/scale/$task/20* | tail -1)/metrics.jsonl" "$OUT/scale_$task.jsonl" 2>/dev/null
+  done
+}
+
+# Phases run in the order given: `bash scripts/gpu_checks.sh nccl learn tests`.
+phases=("${@:-info}")
+[[ ${phases[*]} == all ]] && phases=(info throughput nccl learn)
+for phase in "${phases[@]}"; do
+  case $phase in
+  info | throughput | learn | nccl | faults | tests | scale) $phase ;;
+  *)
+    echo "unknown phase $phase: all, info, throughput, nccl, learn, faults, tests or scale" >&2
+    exit 2
+    ;;
+  esac
+  echo "# $phase done after $(($(date +%s) - START)) s" | tee -a "$log"
+done

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import torch
+from conftest import DEVICE
 
 import mjrl.runner
 import mjrl.tools
@@ -64,14 +65,15 @@ def test_the_tools_import_neither_the_runner_nor_the_cli():
 def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
     """Build the algorithm, collect a rollout and update, as the runner does; with
     `draw_from_global`, other code draws from torch's global generator (seeded differently)
-    before the algorithm is built and at every step in between."""
+    before the algorithm is built and at every step in between (`torch.manual_seed` reseeds the
+    global generators of the GPUs too, so with MJRL_TEST_DEVICE=cuda those differ as well)."""
     cfg = dataclasses.replace(TASK.env_cfg, num_envs=8)
     agent = TASK.agent_cfg.replace(num_steps_per_env=8, num_mini_batches=2)
-    env = VecEnv(cfg, TASK.build(cfg), torch.device("cpu"), seed=seed)
+    env = VecEnv(cfg, TASK.build(cfg), torch.device(DEVICE), seed=seed)
     torch.manual_seed(seed if not draw_from_global else 999)
     torch.rand(10)
     steps = agent.runner.num_steps_per_env
-    algorithm = make_algorithm(agent, env, steps, single_process("cpu"), seed=seed)
+    algorithm = make_algorithm(agent, env, steps, single_process(DEVICE), seed=seed)
     obs = env.obs
     for step in range(steps):
         if draw_from_global:

@@ -72,6 +72,48 @@ def test_torchrun_two_ranks_one_run_directory_written_by_rank_0(log_root):
     assert "32 envs (16 x 2 ranks)" in result.stdout
 
 
+def test_each_torchrun_without_a_job_id_starts_a_new_run(log_root):
+    """torchrun's rendezvous id is "none" unless `--rdzv-id` (or `--standalone`) gives one, so
+    a second launch into the same log root must not take the first launch's run for its own."""
+
+    def launch() -> subprocess.CompletedProcess:
+        command = [str(BIN / "torchrun"), "--nproc_per_node=1", f"--master_port={free_port()}", "--no_python"]
+        command += [str(BIN / "train"), TASK, "--distributed", "True", *SMALL, "--log-root", str(log_root)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+    first = launch()
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = launch()
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming" not in second.stdout
+    runs = sorted(p for p in (log_root / TASK).iterdir() if not p.name.startswith("."))
+    assert len(runs) == 2, runs
+    for run_dir in runs:
+        assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2]
+
+
+def test_the_launcher_config_leaves_out_what_an_older_torch_lacks(monkeypatch):
+    """torch 2.11 (the GPU machine's) has no `LaunchConfig.shutdown_timeout`: the built-in
+    launcher stopped there with a TypeError before it started a worker."""
+    import dataclasses
+
+    from torch.distributed.launcher.api import LaunchConfig
+
+    import mjrl.distributed.launch as launch
+    from mjrl.distributed.options import LaunchOptions
+
+    def same_default(f: dataclasses.Field) -> dataclasses.Field:
+        if f.default_factory is not dataclasses.MISSING:
+            return dataclasses.field(default_factory=f.default_factory)
+        return dataclasses.field(default=f.default)
+
+    kept = [(f.name, f.type, same_default(f)) for f in dataclasses.fields(LaunchConfig) if f.name != "shutdown_timeout"]
+    monkeypatch.setattr(launch, "LaunchConfig", dataclasses.make_dataclass("LaunchConfig", kept))
+    config = launch.launch_config(LaunchOptions(nproc_per_node=2))
+    assert config.nproc_per_node == 2 and config.start_method == "spawn"
+    assert not hasattr(config, "shutdown_timeout")
+
+
 @pytest.mark.parametrize("sync", ["gradients", "rollout"])
 def test_builtin_launcher_returns_rank_results_with_identical_parameters(log_root, sync):
     result = run_cli(

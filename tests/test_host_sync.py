@@ -1,7 +1,10 @@
 """The env step never waits on the device: no host reads (`.item()`, `bool(tensor)`, `nonzero`)
 and no tensors built from host data (Python lists or tuples as indices, `torch.tensor(...)`).
 On a GPU each of these is a blocking copy; on the CPU they are invisible, so a dispatch mode
-records every tensor operation of real env steps and the test names the offending lines."""
+records every tensor operation of real env steps and the test names the offending lines. With
+MJRL_TEST_DEVICE=cuda the env runs on the GPU, and torch's sync debug mode also turns every
+synchronising torch call of those steps into an error (a copy to or from the host that the
+list of operations below misses, such as `.to(device)` of a tensor built on the CPU)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import traceback
 
 import pytest
 import torch
+from conftest import DEVICE
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import VecEnv
@@ -45,7 +49,7 @@ class HostSyncRecorder(TorchDispatchMode):
 def env_for(task_name: str, num_envs: int = 4) -> VecEnv:
     task = load_task(task_name)
     cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs)
-    return VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
+    return VecEnv(cfg, task.build(cfg), torch.device(DEVICE), seed=0)
 
 
 TASKS = ["Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped"]
@@ -59,16 +63,25 @@ def test_env_step_does_not_wait_on_the_device(task_name):
     env.episode_length[:2] = env.max_episode_length - 3
     must_end = 2
     if "Quadruped" in task_name:  # the cart-poles have time-outs only
-        env.sim.qpos[2, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # upside down: terminates at once
+        env.sim.qpos[2, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0], device=env.device)  # upside down: ends at once
         must_end = 3
+    # The actions are drawn and moved to the env's device before recording: the copy to a GPU
+    # is the test's, not the step's.
     generator = torch.Generator().manual_seed(0)
+    actions = [torch.randn(env.num_envs, env.num_actions, generator=generator).to(env.device) for _ in range(6)]
     recorder = HostSyncRecorder()
-    ended = torch.zeros(env.num_envs, dtype=torch.bool)
-    with recorder:
-        for _ in range(6):
-            actions = torch.randn(env.num_envs, env.num_actions, generator=generator)
-            _, _, terminated, truncated, _ = env.step(actions)
-            ended |= terminated | truncated
+    ended = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+    on_gpu = env.device.type == "cuda"
+    if on_gpu:  # a synchronising torch call in the recorded steps raises
+        torch.cuda.set_sync_debug_mode("error")
+    try:
+        with recorder:
+            for step_actions in actions:
+                _, _, terminated, truncated, _ = env.step(step_actions)
+                ended |= terminated | truncated
+    finally:
+        if on_gpu:
+            torch.cuda.set_sync_debug_mode("default")
     assert ended[:must_end].all(), "the recorded steps must include resets"
     assert not recorder.found, "\n".join(sorted(set(recorder.found)))
     assert math.isfinite(float(env.obs["actor"].sum()))

@@ -1,4 +1,5 @@
-"""Simulation and env layers on real MuJoCo-Warp worlds (cartpole, CPU)."""
+"""Simulation and env layers on real MuJoCo-Warp worlds (cartpole), on the CPU, or with
+MJRL_TEST_DEVICE=cuda on a GPU."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 
 import pytest
 import torch
+from conftest import DEVICE
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import TerminationTerm, VecEnv, check_task_spec
@@ -19,19 +21,19 @@ BALANCE = load_task("Mjrl-Cartpole-Balance")
 
 def make_env(**changes) -> VecEnv:
     cfg = dataclasses.replace(BALANCE.env_cfg, **{"num_envs": 8, **changes})
-    return VecEnv(cfg, BALANCE.build(cfg), torch.device("cpu"), seed=0)
+    return VecEnv(cfg, BALANCE.build(cfg), torch.device(DEVICE), seed=0)
 
 
 def test_state_tensors_alias_warp_and_reset_touches_only_masked_worlds():
     spec = BALANCE.build(BALANCE.env_cfg)
-    sim = Simulation(spec.scene.build()[0], 4, "cpu", BALANCE.env_cfg.sim)
+    sim = Simulation(spec.scene.build()[0], 4, DEVICE, BALANCE.env_cfg.sim)
     sim.qvel[:, 1] = 1.0  # written through the torch view
     sim.step()
     assert torch.all(sim.qpos[:, 1] > 0.01)  # the simulator saw the velocity
-    mask = torch.tensor([True, False, True, False])
+    mask = torch.tensor([True, False, True, False], device=sim.device)
     before = sim.qpos.clone()
     sim.reset(mask)
-    assert torch.equal(sim.qpos[mask], torch.zeros(2, 2))
+    assert torch.equal(sim.qpos[mask], torch.zeros(2, 2, device=sim.device))
     assert torch.all(sim.qvel[mask] == 0)
     assert torch.equal(sim.qpos[~mask], before[~mask])
     assert torch.all(sim.qvel[~mask, 1] != 0)
@@ -45,7 +47,7 @@ def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
     task = load_task(task_name)
     spec = task.build(task.env_cfg)
     sims = [
-        Simulation(spec.scene.build()[0], 4, "cpu", dataclasses.replace(task.env_cfg.sim, graph=graph))
+        Simulation(spec.scene.build()[0], 4, DEVICE, dataclasses.replace(task.env_cfg.sim, graph=graph))
         for graph in (True, False)
     ]
     replayed, launched = sims
@@ -53,16 +55,18 @@ def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
     # The warm-up step taken before capture is undone: both start from the same rest state.
     for name in ("qpos", "qvel", "time", "xpos"):
         assert torch.equal(getattr(replayed, name), getattr(launched, name)), name
-    generator = torch.Generator().manual_seed(0)
-    start = 0.1 * torch.randn(replayed.qvel.shape, generator=generator)
+    device = replayed.device
+    generator = torch.Generator().manual_seed(0)  # drawn on the CPU: the same numbers on every device
+    start = (0.1 * torch.randn(replayed.qvel.shape, generator=generator)).to(device)
     for sim in sims:
         sim.qvel.copy_(start)
+    partial_reset = torch.tensor([True, False, False, True], device=device)
     for step in range(12):
-        ctrl = torch.randn(replayed.ctrl.shape, generator=generator)
+        ctrl = torch.randn(replayed.ctrl.shape, generator=generator).to(device)
         for sim in sims:
             sim.ctrl.copy_(ctrl)
             if step == 6:
-                sim.reset(torch.tensor([True, False, False, True]))
+                sim.reset(partial_reset)
             sim.step()
     assert not torch.equal(replayed.qpos, replayed.qpos0.expand_as(replayed.qpos))  # the worlds moved
     for name in ("qpos", "qvel", "sensordata", "xpos", "time", "nacon"):
@@ -72,19 +76,20 @@ def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
 def test_step_applies_scaled_clipped_actions_and_decimation():
     env = make_env(action_scale=0.5, action_clip=1.0, random_initial_episode_length=False)
     t0 = env.sim.time.clone()
-    env.step(torch.full((8, 1), 3.0))
-    assert torch.allclose(env.sim.ctrl, torch.full((8, 1), 0.5))
-    assert torch.allclose(env.sim.time - t0, torch.full((8,), 0.05), atol=1e-6)  # 5 x 0.01 s
+    env.step(torch.full((8, 1), 3.0, device=env.device))
+    assert torch.allclose(env.sim.ctrl, torch.full((8, 1), 0.5, device=env.device))
+    assert torch.allclose(env.sim.time - t0, torch.full((8,), 0.05, device=env.device), atol=1e-6)  # 5 x 0.01 s
 
 
 def test_truncation_resets_and_keeps_true_final_observation():
     env = make_env(episode_length_s=0.25, random_initial_episode_length=False, obs_noise=False)
     assert env.max_episode_length == 5
+    push = torch.ones(8, 1, device=env.device)
     for _ in range(4):
-        _, reward, terminated, truncated, _ = env.step(torch.ones(8, 1))
+        _, reward, terminated, truncated, _ = env.step(push)
         assert not truncated.any()
     pushed_cart = env.sim.qpos[:, 0].clone()
-    obs, reward, terminated, truncated, extras = env.step(torch.ones(8, 1))
+    obs, reward, terminated, truncated, extras = env.step(push)
     assert truncated.all() and not terminated.any()
     final_cart = extras["final_obs"]["critic"][:, 0]
     assert torch.all(final_cart > pushed_cart)  # the cart kept moving right until the end
@@ -99,15 +104,15 @@ def test_failures_terminate_time_out_terms_truncate_and_both_are_counted():
     """A failure term ends an episode without bootstrapping; a time-out term truncates it,
     unless the env also failed. Every firing is counted, and so are the env steps."""
     cfg = dataclasses.replace(BALANCE.env_cfg, num_envs=4, random_initial_episode_length=False)
-    fails = torch.tensor([False, False, True, True])
-    times_out = torch.tensor([False, True, False, True])
+    fails = torch.tensor([False, False, True, True], device=DEVICE)
+    times_out = torch.tensor([False, True, False, True], device=DEVICE)
     terminations = {
         "fails": TerminationTerm(lambda env: fails),
         "times_out": TerminationTerm(lambda env: times_out, time_out=True),
     }
-    env = VecEnv(cfg, dataclasses.replace(BALANCE.build(cfg), terminations=terminations), torch.device("cpu"))
+    env = VecEnv(cfg, dataclasses.replace(BALANCE.build(cfg), terminations=terminations), torch.device(DEVICE))
     for _ in range(2):
-        _, _, terminated, truncated, _ = env.step(torch.zeros(4, 1))
+        _, _, terminated, truncated, _ = env.step(torch.zeros(4, 1, device=env.device))
         assert terminated.tolist() == [False, False, True, True]
         assert truncated.tolist() == [False, True, False, False]
     stats = dict(zip([*env.term_names(), "nonfinite", "reward_steps"], env.pop_term_stats().tolist(), strict=True))
@@ -118,11 +123,12 @@ def test_failures_terminate_time_out_terms_truncate_and_both_are_counted():
 
 def test_episodes_started_at_random_points_are_not_counted():
     env = make_env(episode_length_s=0.25)  # random initial episode lengths
+    still = torch.zeros(8, 1, device=env.device)
     for _ in range(5):
-        env.step(torch.zeros(8, 1))
+        env.step(still)
     assert env.episode_stats()[2] == 0  # every first episode was partial
     for _ in range(5):
-        env.step(torch.zeros(8, 1))
+        env.step(still)
     assert env.episode_stats()[2] == 8
 
 
@@ -131,15 +137,15 @@ def test_a_resumed_env_goes_on_from_the_saved_window_of_finished_episodes():
     figures would be those of the first episodes to end after the resume, the shortest."""
     env = make_env(episode_length_s=0.25, random_initial_episode_length=False)
     for _ in range(12):  # two whole episodes per env: 16 finished
-        env.step(torch.randn(8, 1, generator=torch.Generator().manual_seed(3)))
+        env.step(torch.randn(8, 1, generator=torch.Generator().manual_seed(3)).to(env.device))
     saved = env.resume_state()
     before = env.episode_stats()
     assert before[2] == 16
     resumed = make_env(episode_length_s=0.25, random_initial_episode_length=False)
     resumed.load_resume_state(saved)
     assert torch.equal(resumed.episode_stats(), before)
-    env.step(torch.zeros(8, 1))  # the saved state is a copy, not a view of the live window
-    assert torch.equal(saved["episodes_finished"], torch.tensor(16))
+    env.step(torch.zeros(8, 1, device=env.device))  # the saved state is a copy, not a view of the live window
+    assert torch.equal(saved["episodes_finished"], torch.tensor(16, device=env.device))
     resumed.load_resume_state({})  # a checkpoint from before the window was kept: nothing to take
     assert torch.equal(resumed.episode_stats(), before)
 
@@ -176,12 +182,13 @@ def test_more_finished_episodes_than_the_window_in_one_step_keep_the_last_ones(w
     device applies colliding writes."""
     n, window = 250, VecEnv.EPISODE_WINDOW
     env = make_env(num_envs=n, episode_length_s=0.25, random_initial_episode_length=False)
-    generator = torch.Generator().manual_seed(3)
+    generator = torch.Generator().manual_seed(3)  # drawn on the CPU, then moved to the env's device
     for _ in range(4):
-        env.step(torch.rand(n, 1, generator=generator) * 2 - 1)
+        env.step((torch.rand(n, 1, generator=generator) * 2 - 1).to(env.device))
     before = env.episode_return.clone()
+    last_actions = (torch.rand(n, 1, generator=generator) * 2 - 1).to(env.device)
     with ReversedWrites() if write_order == "reversed" else contextlib.nullcontext():
-        _, reward, terminated, truncated, _ = env.step(torch.rand(n, 1, generator=generator) * 2 - 1)
+        _, reward, terminated, truncated, _ = env.step(last_actions)
     assert (truncated & ~terminated).all()
     returns = before + reward
     assert returns.unique().numel() > window  # the episodes differ: which ones are kept matters
@@ -221,7 +228,7 @@ def test_an_observation_term_with_history_holds_its_last_steps_newest_first():
     actor = dict(spec.observations["actor"])
     actor["pole_angle"] = dataclasses.replace(actor["pole_angle"], history=3)
     spec = dataclasses.replace(spec, observations={**spec.observations, "actor": actor})
-    env = VecEnv(cfg, spec, torch.device("cpu"), seed=0)
+    env = VecEnv(cfg, spec, torch.device(DEVICE), seed=0)
     columns = env.obs_term_slices("actor")["pole_angle"]
     k = (columns.stop - columns.start) // 3
     assert env.obs_dims["actor"] == env.obs_dims["critic"] + 2 * k
@@ -233,14 +240,15 @@ def test_an_observation_term_with_history_holds_its_last_steps_newest_first():
     assert torch.equal(history(), first.unsqueeze(1).expand(-1, 3, -1))  # every slot the first value
     seen = [first, first]  # the slots a reset filled
     assert env.max_episode_length == 5  # 0.25 s at 20 Hz
+    push = torch.ones(env.num_envs, env.num_actions, device=env.device)
     for _ in range(4):  # none ends yet
-        _, _, terminated, truncated, _ = env.step(torch.ones(env.num_envs, env.num_actions))
+        _, _, terminated, truncated, _ = env.step(push)
         assert not (terminated | truncated).any()
         assert torch.equal(history()[:, 0], actor["pole_angle"].func(env))  # the newest is this step's
         seen.insert(0, history()[:, 0].clone())
         assert torch.equal(history()[:, 1], seen[1]) and torch.equal(history()[:, 2], seen[2])
     before = history().clone()
-    _, _, terminated, truncated, extras = env.step(torch.ones(env.num_envs, env.num_actions))
+    _, _, terminated, truncated, extras = env.step(push)
     assert truncated.all()  # the fifth step ends every episode
     final = extras["final_obs"]["actor"][:, columns].view(env.num_envs, 3, k)
     assert torch.equal(final[:, 1:], before[:, :2])  # the ending episode's history, shifted

@@ -35,12 +35,13 @@ class ColumnMirror:
     @staticmethod
     def concat(parts: list[ColumnMirror]) -> ColumnMirror:
         """The mirror of the concatenated vectors: each part's columns shifted by the widths
-        before it."""
+        before it. Built on the CPU: a task's mirror functions may return parts made from the
+        env's tensors, which live on its GPU, beside parts made from Python lists."""
         offsets = [0]
         for part in parts[:-1]:
             offsets.append(offsets[-1] + part.width)
-        source = torch.cat([part.source + offset for part, offset in zip(parts, offsets, strict=True)])
-        return ColumnMirror(source, torch.cat([part.sign for part in parts]))
+        source = torch.cat([part.source.cpu() + offset for part, offset in zip(parts, offsets, strict=True)])
+        return ColumnMirror(source, torch.cat([part.sign.cpu().float() for part in parts]))
 
     def repeat(self, times: int) -> ColumnMirror:
         """The mirror of `times` copies of the vector side by side (an observation's history)."""

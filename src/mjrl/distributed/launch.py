@@ -7,6 +7,7 @@ torchrun's: etcd rendezvous, three restarts) and runs a module-level worker func
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 import uuid
@@ -53,7 +54,7 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
     static = opts.node_rank >= 0
     if static and not opts.rdzv_endpoint:
         raise UsageError("--node-rank needs --rdzv-endpoint HOST:PORT of node 0")
-    return LaunchConfig(
+    settings = dict(
         min_nodes=opts.nnodes,
         max_nodes=opts.nnodes,
         nproc_per_node=opts.nproc_per_node,
@@ -84,6 +85,10 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         # the iteration they are in, then rank 0 checkpoints (torch's default).
         shutdown_timeout=30,
     )
+    # Older torch releases lack some of these fields (2.11 has no shutdown_timeout): their
+    # agents run with the behaviour the field names as default.
+    known = {field.name for field in dataclasses.fields(LaunchConfig)}
+    return LaunchConfig(**{name: value for name, value in settings.items() if name in known})
 
 
 class NoRetryOnBadInput(LocalElasticAgent):
