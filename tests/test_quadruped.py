@@ -16,6 +16,7 @@ from conftest import DEVICE, last_json, read_jsonl, run_cli, run_main
 
 from mjrl.envs import VecEnv
 from mjrl.envs import terms as mdp
+from mjrl.envs.robot import robot_file
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity import legged
 from mjrl.tasks.velocity.config import RandomizationConfig
@@ -23,9 +24,8 @@ from mjrl.tasks.velocity.config import RandomizationConfig
 TASK = load_task("Mjrl-Velocity-Flat-Quadruped")
 DT = 0.02  # 0.005 s physics steps x decimation 4
 # The home pose, on the device the envs run on (as are the quaternions below).
-HOME = torch.tensor(
-    mujoco.MjModel.from_xml_path(TASK.env_cfg.robot.mjcf).key("home").qpos, dtype=torch.float32, device=DEVICE
-)
+GO1_MODEL = mujoco.MjModel.from_xml_path(str(robot_file(TASK.env_cfg.robot.mjcf)))
+HOME = torch.tensor(GO1_MODEL.key("home").qpos, dtype=torch.float32, device=DEVICE)
 STILL = RandomizationConfig(joint_pos_noise=0.0, base_vel_noise=0.0, push_velocity=0.0)
 
 

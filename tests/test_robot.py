@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from conftest import run_main
 from mjrl.config import apply_dict, to_dict
 from mjrl.envs import RobotConfig, VecEnv, check_task_spec
 from mjrl.envs import terms as mdp
+from mjrl.envs.robot import robot_file
 from mjrl.errors import UsageError
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity.config import RandomizationConfig
@@ -120,3 +122,27 @@ def test_a_robot_config_that_names_its_floor_still_loads():
     now the scene's terrain, and the retired key is ignored, not an error."""
     old = {"robot": {**to_dict(GO1.env_cfg.robot), "floor_geom": "floor"}}
     assert apply_dict(GO1.env_cfg, old).robot == GO1.env_cfg.robot
+
+
+@pytest.mark.parametrize(
+    "task", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Flat-Mule", "Mjrl-Velocity-Flat-Humanoid"]
+)
+def test_mjrls_own_robots_are_named_wherever_mjrl_is_installed(task):
+    """A run's config.yaml must play and resume on another machine: the GPU machine's run named
+    the Go1 '/tmp/site/mjrl/tasks/velocity/go1.xml', which a laptop does not have."""
+    mjcf = load_task(task).env_cfg.robot.mjcf
+    assert not Path(mjcf).is_absolute()
+    here = robot_file(mjcf)
+    assert here.is_file() and here.parts[-3:-1] == ("tasks", "velocity")
+    # As recorded by another installation (before robots were named relatively).
+    elsewhere = f"/opt/other/lib/python3.12/site-packages/mjrl/tasks/{mjcf}"
+    assert robot_file(elsewhere) == here
+
+
+def test_a_missing_robot_file_elsewhere_is_not_replaced(tmp_path):
+    for missing in (tmp_path / "go1.xml", tmp_path / "robots" / "velocity" / "go1.xml", Path("velocity/none.xml")):
+        assert robot_file(str(missing)) == missing
+    mine = tmp_path / "velocity" / "go1.xml"  # a user's own file of the same name wins
+    mine.parent.mkdir()
+    mine.write_text("<mujoco/>")
+    assert robot_file(str(mine)) == mine

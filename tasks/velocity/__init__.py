@@ -24,10 +24,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from functools import partial
-from pathlib import Path
 
 from mjrl.envs import CommandTerm, EventTerm, ObsTerm, RewardTerm, Task, TaskSpec, TerminationTerm
 from mjrl.envs import terms as mdp
+from mjrl.envs.robot import robot_file
 from mjrl.errors import UsageError
 from mjrl.rl.config import AgentConfig
 from mjrl.sim import Scene
@@ -156,7 +156,8 @@ def _events(cfg: VelocityEnvConfig) -> dict[str, EventTerm]:
 
 
 def build(cfg: VelocityEnvConfig) -> TaskSpec:
-    if not Path(cfg.robot.mjcf).is_file():
+    mjcf = robot_file(cfg.robot.mjcf)
+    if not mjcf.is_file():
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
     commands, clock = cfg.commands, _gait_clock(cfg)
     sample = legged.VelocityCommand(
@@ -171,7 +172,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         margin = math.hypot(*cfg.height_scan.size) / 2 + 0.2
         terminations["out_of_bounds"] = TerminationTerm(partial(mdp.out_of_bounds, margin=margin), time_out=True)
     return TaskSpec(
-        scene=Scene(Path(cfg.robot.mjcf), cfg.terrain, cfg.robot.locked_joints, cfg.robot.home_keyframe),
+        scene=Scene(mjcf, cfg.terrain, cfg.robot.locked_joints, cfg.robot.home_keyframe),
         robot=cfg.robot,
         observations=_observations(cfg, clock),
         action_mirror=mdp.mirror_joints,

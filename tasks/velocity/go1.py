@@ -2,7 +2,6 @@
 rough terrain with a curriculum."""
 
 import dataclasses
-from pathlib import Path
 
 from mjrl.envs.robot import RobotConfig
 from mjrl.tasks.velocity import velocity_task
@@ -11,7 +10,7 @@ from mjrl.tasks.velocity.config import ROUGH_AGENT, STUDENT_AGENT, VelocityEnvCo
 LEGS = ("FR", "FL", "RR", "RL")
 
 GO1 = RobotConfig(
-    mjcf=str(Path(__file__).parent / "go1.xml"),
+    mjcf="velocity/go1.xml",
     base_body="trunk",
     joints=tuple(f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf")),
     home_keyframe="home",

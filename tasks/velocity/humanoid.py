@@ -21,7 +21,6 @@ and trains the 12 leg joints: 19 position coordinates instead of 30.
 """
 
 import dataclasses
-from pathlib import Path
 
 from mjrl.envs.robot import RobotConfig
 from mjrl.rl.config import SymmetryConfig
@@ -41,7 +40,7 @@ UPPER_BODY_JOINTS = ("waist_yaw_joint", *(f"{side}_{joint}_joint" for side in SI
 """What the CPU preset locks at home."""
 
 HUMANOID = RobotConfig(
-    mjcf=str(Path(__file__).parent / "humanoid.xml"),
+    mjcf="velocity/humanoid.xml",
     base_body="pelvis",
     joints=(),  # the actuated joints in actuator order: legs, then waist and arms
     home_keyframe="home",

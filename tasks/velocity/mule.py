@@ -3,7 +3,6 @@ example of docs/writing-a-task.md. Its names and leg order differ from the Go1's
 them from this config alone."""
 
 import dataclasses
-from pathlib import Path
 
 from mjrl.envs.robot import RobotConfig
 from mjrl.rl.config import SymmetryConfig
@@ -19,7 +18,7 @@ from mjrl.tasks.velocity.config import (
 LEGS = ("LF", "RF", "LH", "RH")
 
 MULE = RobotConfig(
-    mjcf=str(Path(__file__).parent / "mule.xml"),
+    mjcf="velocity/mule.xml",
     base_body="base",
     joints=tuple(f"{leg}_{joint}" for leg in LEGS for joint in ("HAA", "HFE", "KFE")),
     home_keyframe="stand",

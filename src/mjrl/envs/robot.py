@@ -9,6 +9,8 @@ model once, checks them, and keeps what the terms read every step as device tens
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+from pathlib import Path
 from typing import ClassVar
 
 import mujoco
@@ -24,13 +26,39 @@ Index = slice | torch.Tensor
 long tensor on the env's device (a Python list would be copied there at every use)."""
 
 
+def robot_file(mjcf: str) -> Path:
+    """The file a robot config's `mjcf` names: the path as given when it is a file, else one of
+    mjrl's own robots, relative to the installed `mjrl.tasks` package. mjrl's robots are named
+    relatively (`velocity/go1.xml`), so that a run's config.yaml plays and resumes on another
+    machine; configs written before named them by the writing installation's absolute path
+    (`/any/site-packages/mjrl/tasks/velocity/go1.xml`), whose last two parts find the same
+    robot here. Any other missing path is returned as given, for the caller to refuse."""
+    given = Path(mjcf)
+    if given.is_file():
+        return given
+    parts = given.parts
+    if not given.is_absolute():
+        own = given
+    elif len(parts) > 3 and parts[-3] == "tasks":
+        own = Path(*parts[-2:])
+    else:
+        return given
+    spec = importlib.util.find_spec("mjrl.tasks")  # the package's folder, without importing it
+    folders = spec.submodule_search_locations if spec is not None else None
+    for folder in folders or ():
+        if (Path(folder) / own).is_file():
+            return Path(folder) / own
+    return given
+
+
 @dataclasses.dataclass(frozen=True)
 class RobotConfig:
     """A floating-base robot: its MJCF file and the names of the parts the terms read."""
 
     mjcf: str
     """Path of the robot's MJCF, without a floor (the task composes the terrain in). Actuator k
-    must drive the k-th joint of `joints`."""
+    must drive the k-th joint of `joints`. A relative path that is no file here names one of
+    mjrl's own robots (`velocity/go1.xml`), wherever mjrl is installed (see `robot_file`)."""
     base_body: str = "trunk"
     """The body of the free joint: its velocity and orientation are the base's."""
     joints: tuple[str, ...] = ()
