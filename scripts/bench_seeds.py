@@ -51,14 +51,16 @@ def train_until_targets(
     extra: list[str],
     device: str,
     time_limit_s: float | None = None,
+    train_through: bool = False,
 ) -> Path:
-    """Train (or continue) one seed until its periodic evaluation meets the targets, the preset's
-    last iteration, or `time_limit_s` (stopped as by a preemption, so `--resume-dir` continues
-    it). Prints the seconds from the command's start to the stop."""
+    """Train (or continue) one seed until its periodic evaluation meets the targets (unless
+    `train_through`), the preset's last iteration, or `time_limit_s` (stopped as by a
+    preemption, so `--resume-dir` continues it). Prints the seconds from the command's start to
+    the stop, or to the end."""
     name = run_name(seed, symmetry)
     run_dir = find_run(log_root, task, name)
     targets = profile(task).targets
-    if run_dir is not None and first_eval_meeting_targets(metrics_lines(run_dir), targets):
+    if run_dir is not None and not train_through and first_eval_meeting_targets(metrics_lines(run_dir), targets):
         return run_dir
     command = [str(BIN / "train"), task, "--device", device, "--preset", profile(task).preset]
     command += ["--seed", str(seed), "--log-root", str(log_root), *(SYMMETRY if symmetry else []), *extra]
@@ -70,7 +72,12 @@ def train_until_targets(
         time.sleep(poll_s)
         run_dir = run_dir or find_run(log_root, task, name)
         metrics = run_dir / "metrics.jsonl" if run_dir else None
-        met = metrics and metrics.exists() and first_eval_meeting_targets(metrics_lines(run_dir), targets)
+        met = (
+            not train_through
+            and metrics
+            and metrics.exists()
+            and first_eval_meeting_targets(metrics_lines(run_dir), targets)
+        )
         out_of_time = time_limit_s is not None and time.perf_counter() - start > time_limit_s
         if met or out_of_time:
             elapsed = time.perf_counter() - start
@@ -78,6 +85,9 @@ def train_until_targets(
             process.wait()
             stopped = True
             print(json.dumps({"seed": seed, "targets_met": bool(met), "elapsed_s": round(elapsed, 1)}), flush=True)
+    if not stopped:
+        elapsed = round(time.perf_counter() - start, 1)
+        print(json.dumps({"seed": seed, "finished": True, "elapsed_s": elapsed}), flush=True)
     if process.returncode != 0 and not stopped:
         raise SystemExit(f"{name}: train exited with code {process.returncode}; see its output above")
     assert run_dir is not None, f"{name}: train exited with {process.returncode} before making its run directory"
@@ -97,9 +107,9 @@ def foot_pairs(task: str) -> list[tuple[str, str]]:
 
 
 HEADER = [
-    "| seed | env steps to the targets | planar error, forward (m/s) | contact, left - right "
+    "| seed | env steps to the targets | planar error, forward (m/s) | early ends, forward | contact, left - right "
     "| swing (s), left - right |",
-    "| --- | --- | --- | --- | --- |",
+    "| --- | --- | --- | --- | --- | --- |",
 ]
 
 
@@ -117,7 +127,8 @@ def seed_row(task: str, seed: int, run_dir: Path, episodes: int, device: str) ->
     else:
         steps = f"not met in {history[-1]['env_steps'] / 1e6:.1f} M"
     pairs = " / ".join(f"{c:+.3f}" for c in contact), " / ".join(f"{d:+.3f}" for d in swing)
-    row = f"| {seed} | {steps} | {figures['mean_lin_vel_error']:.3f} | {pairs[0]} | {pairs[1]} |"
+    early = f"{figures['early_termination_rate']:.1%}"
+    row = f"| {seed} | {steps} | {figures['mean_lin_vel_error']:.3f} | {early} | {pairs[0]} | {pairs[1]} |"
     return row, reached["env_steps"] if reached else None
 
 
@@ -150,6 +161,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--device", default="cpu", help="where the seeds train and play (cpu, cuda)")
     parser.add_argument("--time-limit-s", type=float, help="stop each seed's training after this long")
+    parser.add_argument(
+        "--train-through", action="store_true", help="train on past the first evaluation that meets the targets"
+    )
     parser.add_argument("--poll-s", type=float, default=15.0, help="how often to read the runs' metrics")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train
@@ -166,6 +180,7 @@ def main() -> None:
                 args.train_args,
                 args.device,
                 args.time_limit_s,
+                args.train_through,
             )
             print(json.dumps({"seed": seed, "run_dir": str(run_dir)}), flush=True)
     print(report(args.task, args.log_root, args.seeds, args.episodes, args.device))
