@@ -2,9 +2,10 @@
 # The checks of issue 26 on a lent GPU, in phases run in the order given, each cut to the time
 # left before a deadline (GPU_BUDGET_S seconds from the start, default 560):
 #
-#   bash scripts/gpu_checks.sh all         # info throughput nccl learn
+#   bash scripts/gpu_checks.sh all         # info throughput graph nccl learn tests
 #   bash scripts/gpu_checks.sh info        # what torch, Warp and NCCL see
 #   bash scripts/gpu_checks.sh throughput  # bare physics, replayed substeps, training loop at 1024-8192 envs; a profile
+#   bash scripts/gpu_checks.sh graph       # a whole rollout as one CUDA graph: does it work, what it saves
 #   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
 #   bash scripts/gpu_checks.sh learn       # the flat quadruped at 4096 envs to its targets, wall time
 #   bash scripts/gpu_checks.sh faults      # a rank killed under torchrun with NCCL
@@ -82,6 +83,15 @@ throughput() {
   [[ -n ${THROUGHPUT_TASKS:-} ]] || run 60 $PY scripts/bench_solver_loop.py --device cuda --num-worlds 4096 --steps 20
 }
 
+graph() {
+  # Whether a rollout captured as one CUDA graph replays like the eager one, and how much faster.
+  local task
+  for task in $GO1 Mjrl-Cartpole-Balance; do
+    run 150 $PY scripts/bench_graph_rollout.py --device cuda --task $task --num-envs 4096 --rollouts 10 |
+      grep '^{' >>"$OUT/graph.jsonl"
+  done
+}
+
 learn() {
   # The CPU preset's run at 4096 envs, 300 iterations (29 M env steps), evaluated every 25; the
   # report gives the iteration whose evaluation first met the full-distribution targets and
@@ -146,12 +156,12 @@ scale() {
 
 # Phases run in the order given: `bash scripts/gpu_checks.sh nccl learn tests`.
 phases=("${@:-info}")
-[[ ${phases[*]} == all ]] && phases=(info throughput nccl learn)
+[[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | throughput | learn | nccl | faults | tests | scale) $phase ;;
+  info | throughput | graph | learn | nccl | faults | tests | scale) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, throughput, nccl, learn, faults, tests or scale" >&2
+    echo "unknown phase $phase: all, info, throughput, graph, nccl, learn, faults, tests or scale" >&2
     exit 2
     ;;
   esac
