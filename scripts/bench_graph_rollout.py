@@ -9,16 +9,22 @@ Builds the task's env and PPO as training does and times `Runner.collect()` as t
 (eager). Then, for each way of putting the physics into a torch CUDA graph, it captures one
 rollout with `torch.cuda.graph` and times its replay:
 
-  child   mjrl's captured substep loop (a Warp graph) inserted as a child graph node;
-  inline  the substep kernels launched inside torch's capture, Warp told of it
-          (`wp.ScopedCapture(external=True)`), so mujoco_warp's solver loop becomes a
-          conditional node of the same graph.
+  inline           the substep kernels launched inside torch's capture, Warp told of it
+                   (`wp.ScopedCapture(external=True)` on the simulation's own stream object), so
+                   mujoco_warp's solver loop becomes a conditional node of the same graph;
+  inline-unrolled  the same with mujoco_warp's `opt.graph_conditional` off: every solver
+                   iteration launched, no conditional node (Warp pauses and resumes a capture
+                   around each conditional node, which torch's allocator may not follow);
+  child            mjrl's captured substep loop (a Warp graph) inserted as a child graph node.
+                   Expected to fail: that graph holds mempool allocation nodes, which CUDA has
+                   refused in child graphs; tried last, for the record.
 
-Each replayed rollout is checked against an eager twin (same seed, same rollouts before it):
-the largest difference of every buffer field. A field that differs by more than rounding
-means the env keeps some state outside the graph (a tensor rebound instead of written in
-place, a Python counter), which a captured rollout would freeze. Prints one JSON line; on the
-CPU only the eager time.
+Each way is checked against an eager twin (same seed, same rollouts before it) over three
+replays, each followed by the twin's eager rollout: the largest difference of every buffer
+field. The first replay repeats the capture's own Python decisions and inputs, so only the
+later ones show env state kept outside the graph (a tensor rebound instead of written in
+place, a Python counter) or memory reused under the graph. Prints one JSON line; on the CPU
+only the eager time.
 """
 
 from __future__ import annotations
@@ -26,39 +32,36 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import torch
+from bench_train import build_runner, train_config
 
-FIELDS = ("actor_obs", "critic_obs", "actions", "log_probs", "values", "rewards", "dones")
-
-
-def build(task, num_envs: int, device: str, seed: int, graph_physics: bool, log_root: str):
-    """A runner whose env and PPO are built as `train` builds them, after one rollout and
-    update (kernels compiled, allocator warm)."""
-    from mjrl.distributed.context import single_process
-    from mjrl.distributed.preemption import StopFlag
-    from mjrl.envs import VecEnv
-    from mjrl.rl import make_algorithm
-    from mjrl.runner.config import TrainConfig
+if TYPE_CHECKING:
+    from mjrl.envs import Task
+    from mjrl.rl.ppo import RolloutBuffer
     from mjrl.runner.runner import Runner
-    from mjrl.runner.state import TrainingState
+    from mjrl.sim import Simulation
 
-    sim = dataclasses.replace(task.env_cfg.sim, graph=graph_physics)
-    defaults = TrainConfig.for_task(task)
-    cfg = dataclasses.replace(
-        defaults, env=dataclasses.replace(task.env_cfg, num_envs=num_envs, sim=sim), device=device, seed=seed
-    )
-    ctx = single_process(device)
-    torch.manual_seed(seed)
-    env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=seed)
-    algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=seed)
-    runner = Runner(task, cfg, ctx, env, algorithm, Path(log_root), TrainingState(), False, StopFlag())
-    runner.collect()
-    algorithm.update()
+Mode = Literal["inline", "inline-unrolled", "child"]
+MODES: tuple[Mode, ...] = ("inline", "inline-unrolled", "child")
+FIELDS = ("actor_obs", "critic_obs", "actions", "log_probs", "values", "rewards", "dones")
+REPLAYS_CHECKED = 3
+
+
+def build(task: Task, args: argparse.Namespace, mode: Mode | None, log_root: str) -> Runner:
+    """A warm runner for `mode` (None: training's own configuration)."""
+    sim = dataclasses.replace(task.env_cfg.sim, graph=mode in (None, "child"))
+    task = dataclasses.replace(task, env_cfg=dataclasses.replace(task.env_cfg, sim=sim))
+    cfg = dataclasses.replace(train_config(task, args.num_envs, 1, log_root, args.device), seed=args.seed)
+    torch.manual_seed(args.seed)
+    runner = build_runner(task, cfg)
+    if mode == "inline-unrolled":
+        runner.env.sim.model.opt.graph_conditional = False
     return runner
 
 
@@ -67,7 +70,7 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def eager_rollout(runner) -> None:
+def eager_rollout(runner: Runner) -> None:
     runner.collect()
     runner.algorithm.storage.step = 0  # the next rollout writes the buffer again (no update)
 
@@ -81,14 +84,14 @@ def seconds_per_rollout(rollout: Callable[[], None], device: torch.device, rollo
     return (time.perf_counter() - start) / rollouts
 
 
-def insert_physics_as_child_graph(sim) -> None:
+def insert_physics_as_child_graph(sim: Simulation) -> None:
     """Make `sim.step` insert its Warp graph into a capturing stream (a launch elsewhere)."""
     import warp as wp
     import warp._src.context as warp_context
 
     def step() -> None:
         sim.physics_version += 1
-        stream = wp.stream_from_torch(torch.cuda.current_stream(sim.device))
+        stream = sim.warp_stream()
         if torch.cuda.is_current_stream_capturing():
             core = warp_context.runtime.core
             if not core.wp_cuda_graph_insert_child_graph(sim.wp_device.context, stream.cuda_stream, sim._graph.graph):
@@ -99,7 +102,7 @@ def insert_physics_as_child_graph(sim) -> None:
     sim.step = step
 
 
-def capture_rollout(runner, mode: str) -> Callable[[], None]:
+def capture_rollout(runner: Runner, mode: Mode) -> Callable[[], None]:
     """One rollout captured with torch.cuda.graph; returns its replay. The env's observation
     is the graph's input and output: the rollout starts from a fixed tensor and copies its last
     observation back into it."""
@@ -129,41 +132,56 @@ def capture_rollout(runner, mode: str) -> Callable[[], None]:
     for generator in (env.generator, runner.algorithm.generator):
         if hasattr(graph, "register_generator_state"):
             graph.register_generator_state(generator)
-    with torch.cuda.graph(graph):
-        if mode == "inline":
-            stream = wp.stream_from_torch(torch.cuda.current_stream(device))
-            with wp.ScopedCapture(device=env.sim.wp_device, stream=stream, external=True):
-                rollout()
-        else:
+    with torch.cuda.graph(graph):  # torch begins the capture in its "global" mode
+        if mode == "child":
             rollout()
+        else:
+            stream = env.sim.warp_stream()  # the object the steps' ScopedStream makes current
+            mode_of_torch = wp.CaptureMode.GLOBAL
+            with wp.ScopedCapture(device=env.sim.wp_device, stream=stream, external=True, capture_mode=mode_of_torch):
+                rollout()
     env.obs = start_obs
     return graph.replay
 
 
-def buffer_differences(a, b) -> dict[str, float]:
-    return {name: (getattr(a, name) - getattr(b, name)).abs().max().item() for name in FIELDS}
+def largest_differences(a: RolloutBuffer, b: RolloutBuffer, so_far: dict[str, float]) -> dict[str, float]:
+    out = {}
+    for name in FIELDS:
+        difference = (getattr(a, name) - getattr(b, name)).abs().max().item()
+        out[name] = difference if math.isnan(difference) else max(difference, so_far.get(name, 0.0))
+    return out
 
 
-def try_mode(task, args, mode: str, eager_s: float, log_root: str) -> dict:
+def error_text(exc: BaseException) -> str:
+    """The error, and the one it followed: torch reports a failed capture as "operation failed
+    due to a previous error during capture", the previous error being the one that tells."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None:
+        text += f" (after {type(cause).__name__}: {cause})"
+    return text[:600]
+
+
+def try_mode(task: Task, args: argparse.Namespace, mode: Mode, eager_s: float, log_root: str) -> dict:
     device = torch.device(args.device)
     try:
-        graphed = build(task, args.num_envs, args.device, args.seed, mode == "child", log_root)
-        twin = build(task, args.num_envs, args.device, args.seed, mode == "child", log_root)
+        graphed, twin = build(task, args, mode, log_root), build(task, args, mode, log_root)
         replay = capture_rollout(graphed, mode)  # ran the twin's second rollout
         eager_rollout(twin)
-        replay()
-        eager_rollout(twin)
-        synchronize(device)
-        differences = buffer_differences(graphed.algorithm.storage, twin.algorithm.storage)
+        differences: dict[str, float] = {}
+        for _ in range(REPLAYS_CHECKED):
+            replay()
+            eager_rollout(twin)
+            synchronize(device)
+            differences = largest_differences(graphed.algorithm.storage, twin.algorithm.storage, differences)
         replay_s = seconds_per_rollout(replay, device, args.rollouts)
         return {
             "seconds_per_rollout": round(replay_s, 4),
             "speedup": round(eager_s / replay_s, 2),
-            "max_difference_from_eager": {k: float(f"{v:.3g}") for k, v in differences.items()},
-            "finite": all(torch.isfinite(getattr(graphed.algorithm.storage, f)).all().item() for f in FIELDS),
+            "max_difference_from_eager": {k: v if math.isfinite(v) else str(v) for k, v in differences.items()},
         }
     except Exception as exc:  # an experiment: report why this way failed and try the next
-        return {"error": f"{type(exc).__name__}: {exc}"[:400]}
+        return {"error": error_text(exc)}
 
 
 def main() -> None:
@@ -179,7 +197,7 @@ def main() -> None:
     torch.set_num_threads(1)
     task = load_task(args.task)
     with tempfile.TemporaryDirectory() as log_root:
-        runner = build(task, args.num_envs, args.device, args.seed, True, log_root)
+        runner = build(task, args, None, log_root)
         eager_s = seconds_per_rollout(lambda: eager_rollout(runner), runner.env.device, args.rollouts)
         steps = args.num_envs * runner.cfg.runner.num_steps_per_env
         result = {
@@ -189,8 +207,10 @@ def main() -> None:
             "eager": {"seconds_per_rollout": round(eager_s, 4), "env_steps_per_s": round(steps / eager_s)},
         }
         if runner.env.device.type == "cuda":
-            for mode in ("child", "inline"):
+            del runner
+            for mode in MODES:
                 result[mode] = try_mode(task, args, mode, eager_s, log_root)
+                print(json.dumps({mode: result[mode]}), flush=True)  # what came before a crash stays
     print(json.dumps(result), flush=True)
 
 

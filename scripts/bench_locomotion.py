@@ -40,7 +40,6 @@ from pathlib import Path
 import torch
 import yaml
 
-from mjrl.envs.robot import robot_file
 from mjrl.tasks import load_task
 from mjrl.tools.plots import plot_runs
 
@@ -124,7 +123,7 @@ def train(task: str, log_root: Path, resume: bool) -> Path:
 def throughput(iterations: int, rounds: int) -> dict:
     """Training env steps/s of each robot's CPU preset, and of the humanoid without the
     angular-momentum sensor, measured in turn so that a change in load hits all alike."""
-    humanoid_xml = robot_file(load_task(HUMANOID).env_cfg.robot.mjcf)
+    humanoid_xml = load_task(HUMANOID).env_cfg.robot.mjcf_file
     with tempfile.TemporaryDirectory() as logs:
         no_sensor = Path(logs) / "humanoid-without-angular-momentum.xml"
         no_sensor.write_text(re.sub(r"\s*<sensor>.*?</sensor>", "", humanoid_xml.read_text(), flags=re.S))

@@ -26,11 +26,18 @@ import resource
 import statistics
 import tempfile
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
+if TYPE_CHECKING:
+    from mjrl.envs import Task
+    from mjrl.runner.config import TrainConfig
+    from mjrl.runner.runner import Runner
 
-def physics_rates(task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
+
+def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
     """World-steps/s of (a loop of bare `mujoco_warp.step` calls, mjrl's replayed substep loop;
     the bare loop's rate again when the task's config does not capture)."""
     import mujoco_warp as mjw
@@ -50,7 +57,7 @@ def physics_rates(task, num_envs: int, steps: int, device: str) -> tuple[float, 
         wp.synchronize_device(sim.wp_device)
         bare = steps * num_envs / (time.perf_counter() - start)
         env_steps = max(1, steps // sim.cfg.decimation)
-        sim.step()  # the first step captures the substep loop
+        sim.step()  # a first replay of the loop the simulation captured when it was built
         wp.synchronize_device(sim.wp_device)
         start = time.perf_counter()
         for _ in range(env_steps):
@@ -60,7 +67,8 @@ def physics_rates(task, num_envs: int, steps: int, device: str) -> tuple[float, 
     return bare, replayed
 
 
-def train_config(task, num_envs: int, iterations: int, log_root: str, device: str):
+def train_config(task: Task, num_envs: int, iterations: int, log_root: str, device: str) -> TrainConfig:
+    """The task's training config for a benchmark: no checkpoints, evaluations or logger."""
     from mjrl.runner.config import TrainConfig
 
     defaults = TrainConfig.for_task(task)
@@ -74,13 +82,13 @@ def train_config(task, num_envs: int, iterations: int, log_root: str, device: st
     )
 
 
-def training_rate(task, num_envs: int, iterations: int, log_root: str, device: str) -> tuple[float, float, float]:
+def training_rate(task: Task, num_envs: int, iterations: int, log_root: str, device: str) -> tuple[float, float, float]:
     """(env steps/s of the whole loop, median collection s, median learning s per iteration)."""
     from mjrl.distributed.context import single_process
     from mjrl.runner.runner import train
 
     train(task, train_config(task, num_envs, iterations + 1, log_root, device), single_process(device))
-    run = next(p for p in __import__("pathlib").Path(log_root, task.name).iterdir())
+    run = next(p for p in Path(log_root, task.name).iterdir())
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][1:]  # skip warm-up
     steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
     seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
@@ -88,14 +96,9 @@ def training_rate(task, num_envs: int, iterations: int, log_root: str, device: s
     return steps / seconds, median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
 
 
-def profile(task, num_envs: int, device: str, out: str, iterations: int = 3) -> None:
-    """Collect and update `iterations` times (after one round outside the profile, which compiles,
-    captures and warms the allocator) under torch.profiler; write the operators with the most
-    self time on the host and on the device."""
-    from pathlib import Path
-
-    from torch.profiler import ProfilerActivity
-
+def build_runner(task: Task, cfg: TrainConfig) -> Runner:
+    """A runner built as `train` builds one (one process), after one rollout and update: kernels
+    compiled, physics captured, allocator warm."""
     from mjrl.distributed.context import single_process
     from mjrl.distributed.preemption import StopFlag
     from mjrl.envs import VecEnv
@@ -103,24 +106,32 @@ def profile(task, num_envs: int, device: str, out: str, iterations: int = 3) -> 
     from mjrl.runner.runner import Runner
     from mjrl.runner.state import TrainingState
 
-    ctx = single_process(device)
-    cuda = ctx.device.type == "cuda"
+    ctx = single_process(cfg.device)
+    env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
+    algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed)
+    runner = Runner(task, cfg, ctx, env, algorithm, Path(cfg.log_root), TrainingState(), False, StopFlag())
+    runner.collect()
+    algorithm.update()
+    return runner
+
+
+def profile(task: Task, num_envs: int, device: str, out: str, iterations: int = 3) -> None:
+    """Collect and update `iterations` times under torch.profiler (after `build_runner`'s round);
+    write the operators with the most self time on the host and on the device."""
+    from torch.profiler import ProfilerActivity
+
     with tempfile.TemporaryDirectory() as log_root:
-        cfg = train_config(task, num_envs, iterations, log_root, device)
-        env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
-        algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed)
-        runner = Runner(task, cfg, ctx, env, algorithm, Path(log_root), TrainingState(), False, StopFlag())
-        runner.collect()
-        algorithm.update()
+        runner = build_runner(task, train_config(task, num_envs, iterations, log_root, device))
+        cuda = runner.env.device.type == "cuda"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with torch.profiler.profile(activities=activities) as prof:
             for _ in range(iterations):
                 with torch.profiler.record_function("mjrl.collect"):
                     runner.collect()
                 with torch.profiler.record_function("mjrl.update"):
-                    algorithm.update()
+                    runner.algorithm.update()
             if cuda:
-                torch.cuda.synchronize(ctx.device)
+                torch.cuda.synchronize(runner.env.device)
     averages = prof.key_averages()
     sections = [("self_cpu_time_total", "host")] + ([("self_device_time_total", "device")] if cuda else [])
     with open(out, "w") as f:
@@ -128,6 +139,44 @@ def profile(task, num_envs: int, device: str, out: str, iterations: int = 3) -> 
         for key, what in sections:
             f.write(f"\n## by self {what} time\n")
             f.write(averages.table(sort_by=key, row_limit=30, max_name_column_width=70))
+
+
+def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
+    """Print the figures of one number of envs as a JSON line."""
+    cuda = args.device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    physics, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
+    ceiling = physics / task.env_cfg.sim.decimation
+    replayed_ceiling = replayed / task.env_cfg.sim.decimation
+    with tempfile.TemporaryDirectory() as log_root:
+        trained, collection_s, learning_s = training_rate(task, num_envs, args.iterations, log_root, args.device)
+    rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the process's so far
+    # torch's allocations on the GPU (Warp's own arrays are not counted)
+    gpu = {"peak_torch_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20)} if cuda else {}
+    print(
+        json.dumps(
+            {
+                "task": args.task,
+                "device": args.device,
+                "graph": task.env_cfg.sim.graph,
+                "num_envs": num_envs,
+                "bare_physics_steps_per_s": round(physics),
+                "replayed_physics_steps_per_s": round(replayed),
+                "ceiling_env_steps_per_s": round(ceiling),
+                "training_env_steps_per_s": round(trained),
+                "ratio": round(trained / ceiling, 3),
+                "peak_rss_mb": round(peak_mb),
+                "collection_s": round(collection_s, 3),
+                "learning_s": round(learning_s, 3),
+                "physics_share_of_training": round(trained / replayed_ceiling, 3),
+                "physics_share_of_collection": round(rollout_steps / replayed_ceiling / collection_s, 3),
+                **gpu,
+            }
+        ),
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -154,37 +203,6 @@ def main() -> None:
         measure(task, num_envs, args)
     if args.profile_envs:
         profile(task, args.profile_envs, args.device, args.profile_out)
-
-
-def measure(task, num_envs: int, args: argparse.Namespace) -> None:
-    physics, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
-    ceiling = physics / task.env_cfg.sim.decimation
-    replayed_ceiling = replayed / task.env_cfg.sim.decimation
-    with tempfile.TemporaryDirectory() as log_root:
-        trained, collection_s, learning_s = training_rate(task, num_envs, args.iterations, log_root, args.device)
-    rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        json.dumps(
-            {
-                "task": args.task,
-                "device": args.device,
-                "graph": task.env_cfg.sim.graph,
-                "num_envs": num_envs,
-                "bare_physics_steps_per_s": round(physics),
-                "replayed_physics_steps_per_s": round(replayed),
-                "ceiling_env_steps_per_s": round(ceiling),
-                "training_env_steps_per_s": round(trained),
-                "ratio": round(trained / ceiling, 3),
-                "peak_rss_mb": round(peak_mb),
-                "collection_s": round(collection_s, 3),
-                "learning_s": round(learning_s, 3),
-                "physics_share_of_training": round(trained / replayed_ceiling, 3),
-                "physics_share_of_collection": round(rollout_steps / replayed_ceiling / collection_s, 3),
-            }
-        ),
-        flush=True,
-    )
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ CASES = {
     "resume-broken-config": (["train", BALANCE, "--resume-dir", "{root}/broken_config_run"],
                              "the resumed run's config"),
     "resume-stale-config": (["train", BALANCE, "--resume-dir", "{root}/stale_config_run"], "gravity"),
+    "rdzv-id-none": (["train", BALANCE, "--nproc-per-node", "1", "--rdzv-id", "none"], "--rdzv-id none is torchrun's"),
     # robot configs and MJCF files
     "mjcf-missing": (["train", GO1, "--env.robot.mjcf", "{root}/none.xml"], "no MJCF file"),
     "mjcf-directory": (["train", GO1, "--env.robot.mjcf", "{root}"], "no MJCF file"),

@@ -3,6 +3,8 @@ machine, bit-identical replicas in both sync modes, and the replica check (CPU, 
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -92,11 +94,31 @@ def test_each_torchrun_without_a_job_id_starts_a_new_run(log_root):
         assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2]
 
 
+def test_torchruns_default_job_id_continues_only_its_own_restarts(tmp_path):
+    """Rank 0 records the run under torchrun's id "none" and its agent's pid (the worker's
+    parent): a restart continues that run, a new launch (restart count 0) starts its own, and
+    two launches at once (two agents) never share a record."""
+    from mjrl.distributed.context import DistContext
+    from mjrl.runner.config import TrainConfig
+    from mjrl.runner.start import choose_run_dir
+    from mjrl.tasks import load_task
+
+    cfg = dataclasses.replace(TrainConfig.for_task(load_task(TASK)), log_root=str(tmp_path))
+
+    def pick(restart: int) -> tuple[Path, bool]:
+        return choose_run_dir(TASK, cfg, DistContext(torch.device("cpu"), job_id="none", restart_count=restart))
+
+    first, resume = pick(0)
+    assert not resume and pick(1) == (first, False)  # no checkpoint yet: nothing to resume from
+    second, resume = pick(0)
+    assert second != first and not resume
+    assert pick(2)[0] == second
+    assert (tmp_path / TASK / ".jobs" / f"none-{os.getppid()}").read_text() == str(second)
+
+
 def test_the_launcher_config_leaves_out_what_an_older_torch_lacks(monkeypatch):
     """torch 2.11 (the GPU machine's) has no `LaunchConfig.shutdown_timeout`: the built-in
     launcher stopped there with a TypeError before it started a worker."""
-    import dataclasses
-
     from torch.distributed.launcher.api import LaunchConfig
 
     import mjrl.distributed.launch as launch
@@ -112,6 +134,11 @@ def test_the_launcher_config_leaves_out_what_an_older_torch_lacks(monkeypatch):
     config = launch.launch_config(LaunchOptions(nproc_per_node=2))
     assert config.nproc_per_node == 2 and config.start_method == "spawn"
     assert not hasattr(config, "shutdown_timeout")
+    # A field that no torch release is known to lack is not dropped: a misspelt one fails.
+    kept = [(name, kind, f) for name, kind, f in kept if name != "monitor_interval"]
+    monkeypatch.setattr(launch, "LaunchConfig", dataclasses.make_dataclass("LaunchConfig", kept))
+    with pytest.raises(TypeError, match="monitor_interval"):
+        launch.launch_config(LaunchOptions(nproc_per_node=2))
 
 
 @pytest.mark.parametrize("sync", ["gradients", "rollout"])

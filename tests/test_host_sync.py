@@ -73,6 +73,7 @@ def test_env_step_does_not_wait_on_the_device(task_name):
     ended = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     on_gpu = env.device.type == "cuda"
     if on_gpu:  # a synchronising torch call in the recorded steps raises
+        mode_before = torch.cuda.get_sync_debug_mode()
         torch.cuda.set_sync_debug_mode("error")
     try:
         with recorder:
@@ -81,7 +82,7 @@ def test_env_step_does_not_wait_on_the_device(task_name):
                 ended |= terminated | truncated
     finally:
         if on_gpu:
-            torch.cuda.set_sync_debug_mode("default")
+            torch.cuda.set_sync_debug_mode(mode_before)
     assert ended[:must_end].all(), "the recorded steps must include resets"
     assert not recorder.found, "\n".join(sorted(set(recorder.found)))
     assert math.isfinite(float(env.obs["actor"].sum()))

@@ -17,7 +17,6 @@ from conftest import TINY_RUN, read_jsonl, run_main
 
 from mjrl.envs import Robot, RobotConfig, VecEnv
 from mjrl.envs import terms as mdp
-from mjrl.envs.robot import robot_file
 from mjrl.errors import UsageError
 from mjrl.rl.networks import ActorCritic
 from mjrl.sim import Scene
@@ -28,7 +27,7 @@ from mjrl.tasks.velocity.humanoid import SIDES, UPPER_BODY_JOINTS
 from mjrl.tools.export import export_policy
 
 TASK = "Mjrl-Velocity-Flat-Humanoid"
-XML = robot_file(load_task(TASK).env_cfg.robot.mjcf)
+XML = load_task(TASK).env_cfg.robot.mjcf_file
 
 
 def legs_only_env(num_envs: int = 4) -> VecEnv:

@@ -16,7 +16,6 @@ from conftest import DEVICE, last_json, read_jsonl, run_cli, run_main
 
 from mjrl.envs import VecEnv
 from mjrl.envs import terms as mdp
-from mjrl.envs.robot import robot_file
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity import legged
 from mjrl.tasks.velocity.config import RandomizationConfig
@@ -24,7 +23,7 @@ from mjrl.tasks.velocity.config import RandomizationConfig
 TASK = load_task("Mjrl-Velocity-Flat-Quadruped")
 DT = 0.02  # 0.005 s physics steps x decimation 4
 # The home pose, on the device the envs run on (as are the quaternions below).
-GO1_MODEL = mujoco.MjModel.from_xml_path(str(robot_file(TASK.env_cfg.robot.mjcf)))
+GO1_MODEL = mujoco.MjModel.from_xml_path(str(TASK.env_cfg.robot.mjcf_file))
 HOME = torch.tensor(GO1_MODEL.key("home").qpos, dtype=torch.float32, device=DEVICE)
 STILL = RandomizationConfig(joint_pos_noise=0.0, base_vel_noise=0.0, push_velocity=0.0)
 

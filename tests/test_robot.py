@@ -127,22 +127,32 @@ def test_a_robot_config_that_names_its_floor_still_loads():
 @pytest.mark.parametrize(
     "task", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Flat-Mule", "Mjrl-Velocity-Flat-Humanoid"]
 )
-def test_mjrls_own_robots_are_named_wherever_mjrl_is_installed(task):
+def test_mjrls_own_robots_are_named_wherever_mjrl_is_installed(task, capsys):
     """A run's config.yaml must play and resume on another machine: the GPU machine's run named
-    the Go1 '/tmp/site/mjrl/tasks/velocity/go1.xml', which a laptop does not have."""
-    mjcf = load_task(task).env_cfg.robot.mjcf
-    assert not Path(mjcf).is_absolute()
-    here = robot_file(mjcf)
+    the Go1 '/tmp/site/mjrl/tasks/velocity/go1.xml', which the CPU machine does not have."""
+    robot = load_task(task).env_cfg.robot
+    assert robot.mjcf.startswith("mjrl:velocity/")
+    here = robot.mjcf_file
     assert here.is_file() and here.parts[-3:-1] == ("tasks", "velocity")
-    # As recorded by another installation (before robots were named relatively).
-    elsewhere = f"/opt/other/lib/python3.12/site-packages/mjrl/tasks/{mjcf}"
+    # As recorded by another installation, before robots were named so: the same robot, said.
+    elsewhere = f"/opt/other/lib/python3.12/site-packages/mjrl/tasks/velocity/{here.name}"
     assert robot_file(elsewhere) == here
+    assert f"{elsewhere} does not exist here; using mjrl's own" in capsys.readouterr().err
 
 
-def test_a_missing_robot_file_elsewhere_is_not_replaced(tmp_path):
-    for missing in (tmp_path / "go1.xml", tmp_path / "robots" / "velocity" / "go1.xml", Path("velocity/none.xml")):
-        assert robot_file(str(missing)) == missing
-    mine = tmp_path / "velocity" / "go1.xml"  # a user's own file of the same name wins
+def test_no_other_path_is_replaced_by_one_of_mjrls_robots(tmp_path, monkeypatch):
+    missing = [
+        tmp_path / "go1.xml",
+        tmp_path / "myproject" / "tasks" / "velocity" / "go1.xml",  # a task package of the user's
+        Path("velocity/go1.xml"),  # relative paths are the user's, from the current folder
+    ]
+    for path in missing:
+        assert robot_file(str(path)) == path
+    assert robot_file("mjrl:velocity/none.xml") == Path("mjrl:velocity/none.xml")
+    assert robot_file("mjrl:../velocity/go1.xml") == Path("mjrl:../velocity/go1.xml")  # inside the package only
+    mine = tmp_path / "velocity" / "go1.xml"  # a file of the same name in the current folder is the user's
     mine.parent.mkdir()
     mine.write_text("<mujoco/>")
-    assert robot_file(str(mine)) == mine
+    monkeypatch.chdir(tmp_path)
+    assert robot_file("velocity/go1.xml") == Path("velocity/go1.xml")
+    assert robot_file("mjrl:velocity/go1.xml") != Path("velocity/go1.xml")

@@ -17,7 +17,6 @@ from conftest import DEVICE, TINY_RUN, last_json, read_jsonl, run_main
 from mjrl.checkpoint import load_checkpoint
 from mjrl.envs import Robot, VecEnv
 from mjrl.envs import terms as mdp
-from mjrl.envs.robot import robot_file
 from mjrl.envs.terrain import TerrainState
 from mjrl.errors import UsageError
 from mjrl.sim import Scene, TerrainConfig, generate_terrain
@@ -79,7 +78,7 @@ def test_the_hardest_row_is_as_hard_as_configured_and_patches_join_at_height_zer
 
 
 def test_height_at_is_the_heightfield_mujoco_collides_with():
-    model, grid = Scene(robot_file(ROUGH.env_cfg.robot.mjcf), SMALL).build()
+    model, grid = Scene(ROUGH.env_cfg.robot.mjcf_file, SMALL).build()
     state = TerrainState(SMALL, grid, 1, torch.device("cpu"), torch.Generator().manual_seed(0))
     rng = np.random.default_rng(0)
     low, high = np.array(grid.origin), np.array(grid.origin) + np.array(grid.extent)
@@ -98,16 +97,16 @@ def test_height_at_is_the_heightfield_mujoco_collides_with():
 def test_any_robot_walks_on_any_terrain_and_a_robot_file_with_a_floor_is_refused(tmp_path):
     mule = load_task("Mjrl-Velocity-Flat-Mule").env_cfg.robot
     for terrain in (TerrainConfig(), SMALL):
-        model, _ = Scene(robot_file(mule.mjcf), terrain).build()
+        model, _ = Scene(mule.mjcf_file, terrain).build()
         robot = Robot.resolve(model, mule, torch.device("cpu"))
         assert robot.ground_geom == 0 and model.geom_conaffinity[0] == 1 and model.geom_contype[0] == 0
     with_floor = tmp_path / "with_floor.xml"
-    text = robot_file(mule.mjcf).read_text()
+    text = mule.mjcf_file.read_text()
     with_floor.write_text(text.replace("<worldbody>", '<worldbody>\n<geom name="ground" type="plane" size="0 0 1"/>'))
     with pytest.raises(UsageError, match=re.escape("has geoms in its worldbody (ground)")):
         Scene(with_floor, TerrainConfig()).build()
     with pytest.raises(UsageError, match=re.escape("--env.terrain.spawn-type lava")):
-        Scene(robot_file(mule.mjcf), dataclasses.replace(SMALL, spawn_type="lava")).build()
+        Scene(mule.mjcf_file, dataclasses.replace(SMALL, spawn_type="lava")).build()
 
 
 # ------------------------------------------------------------------------------ curriculum

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 from conftest import TINY_RUN, last_json, run_cli, run_main
 
-from mjrl.envs.robot import robot_file
 from mjrl.sim.render import make_camera
 from mjrl.tasks.cartpole import MODEL_XML as CARTPOLE_XML
 from mjrl.tasks.velocity.go1 import GO1
 from mjrl.tools.video import frame_indices
 
-QUADRUPED_XML = str(robot_file(GO1.mjcf))
+QUADRUPED_XML = str(GO1.mjcf_file)
 
 CARTPOLE, QUADRUPED = "Mjrl-Cartpole-Balance", "Mjrl-Velocity-Flat-Quadruped"
 

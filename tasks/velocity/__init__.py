@@ -27,7 +27,6 @@ from functools import partial
 
 from mjrl.envs import CommandTerm, EventTerm, ObsTerm, RewardTerm, Task, TaskSpec, TerminationTerm
 from mjrl.envs import terms as mdp
-from mjrl.envs.robot import robot_file
 from mjrl.errors import UsageError
 from mjrl.rl.config import AgentConfig
 from mjrl.sim import Scene
@@ -156,7 +155,7 @@ def _events(cfg: VelocityEnvConfig) -> dict[str, EventTerm]:
 
 
 def build(cfg: VelocityEnvConfig) -> TaskSpec:
-    mjcf = robot_file(cfg.robot.mjcf)
+    mjcf = cfg.robot.mjcf_file
     if not mjcf.is_file():
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
     commands, clock = cfg.commands, _gait_clock(cfg)

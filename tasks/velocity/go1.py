@@ -10,7 +10,7 @@ from mjrl.tasks.velocity.config import ROUGH_AGENT, STUDENT_AGENT, VelocityEnvCo
 LEGS = ("FR", "FL", "RR", "RL")
 
 GO1 = RobotConfig(
-    mjcf="velocity/go1.xml",
+    mjcf="mjrl:velocity/go1.xml",
     base_body="trunk",
     joints=tuple(f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf")),
     home_keyframe="home",

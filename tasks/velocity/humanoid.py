@@ -40,7 +40,7 @@ UPPER_BODY_JOINTS = ("waist_yaw_joint", *(f"{side}_{joint}_joint" for side in SI
 """What the CPU preset locks at home."""
 
 HUMANOID = RobotConfig(
-    mjcf="velocity/humanoid.xml",
+    mjcf="mjrl:velocity/humanoid.xml",
     base_body="pelvis",
     joints=(),  # the actuated joints in actuator order: legs, then waist and arms
     home_keyframe="home",

@@ -18,7 +18,7 @@ from mjrl.tasks.velocity.config import (
 LEGS = ("LF", "RF", "LH", "RH")
 
 MULE = RobotConfig(
-    mjcf="velocity/mule.xml",
+    mjcf="mjrl:velocity/mule.xml",
     base_body="base",
     joints=tuple(f"{leg}_{joint}" for leg in LEGS for joint in ("HAA", "HFE", "KFE")),
     home_keyframe="stand",

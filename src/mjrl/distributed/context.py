@@ -145,6 +145,11 @@ class CommStats:
     calls: int = 0
 
 
+TORCHRUN_DEFAULT_JOB_ID = "none"
+"""torchrun's rendezvous id when `--rdzv-id` names none (`--standalone` draws one): every such
+launch has it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class DistContext:
     """Where this process sits in the job. Created once by the CLI and passed down."""
@@ -162,6 +167,15 @@ class DistContext:
     """Heartbeat and abort flag shared by the ranks (multi-rank jobs only)."""
     store: dist.Store | None = dataclasses.field(default=None, compare=False)
     """The rendezvous store of this job and restart round (multi-rank jobs only)."""
+
+    @property
+    def run_key(self) -> str | None:
+        """What rank 0 records this job's run directory under: the job id, except torchrun's
+        default id, which unrelated launches share. There the node's elastic agent, this
+        process's parent and the same across its restarts, tells one launch from another."""
+        if self.job_id == TORCHRUN_DEFAULT_JOB_ID:
+            return f"{self.job_id}-{os.getppid()}"
+        return self.job_id
 
     def progress(self) -> None:
         """Tell the watchdog that this rank's main thread is making progress."""

@@ -20,10 +20,13 @@ from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElas
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID
 from mjrl.distributed.options import LaunchOptions
 from mjrl.errors import UsageError
 
 MONITOR_INTERVAL_S = 0.1
+NEWER_LAUNCH_FIELDS = {"shutdown_timeout", "duplicate_stdout_filters", "duplicate_stderr_filters", "virtual_local_rank"}
+"""LaunchConfig fields that older torch releases (the GPU image's 2.11) may lack."""
 """How often torch's agent checks its workers."""
 
 
@@ -49,6 +52,8 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         raise UsageError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
     if opts.nnodes > 1 and not opts.rdzv_id:
         raise UsageError("--nnodes > 1 needs --rdzv-id JOB (the same on every node)")
+    if opts.rdzv_id == TORCHRUN_DEFAULT_JOB_ID:
+        raise UsageError(f"--rdzv-id {TORCHRUN_DEFAULT_JOB_ID} is torchrun's id for jobs without one; choose another")
     if opts.max_restarts < 0:
         raise UsageError("--max-restarts must be at least 0")
     static = opts.node_rank >= 0
@@ -85,10 +90,10 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         # the iteration they are in, then rank 0 checkpoints (torch's default).
         shutdown_timeout=30,
     )
-    # Older torch releases lack some of these fields (2.11 has no shutdown_timeout): their
-    # agents run with the behaviour the field names as default.
+    # Older torch releases lack some fields (2.11 has no shutdown_timeout): their agents run
+    # with the behaviour these settings name as default. Any other name must be known.
     known = {field.name for field in dataclasses.fields(LaunchConfig)}
-    return LaunchConfig(**{name: value for name, value in settings.items() if name in known})
+    return LaunchConfig(**{k: v for k, v in settings.items() if k in known or k not in NEWER_LAUNCH_FIELDS})
 
 
 class NoRetryOnBadInput(LocalElasticAgent):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -26,29 +27,38 @@ Index = slice | torch.Tensor
 long tensor on the env's device (a Python list would be copied there at every use)."""
 
 
+OWN_ROBOT = "mjrl:"
+"""Prefix of an MJCF path that names one of mjrl's own robots (`mjrl:velocity/go1.xml`): a file
+of the installed `mjrl.tasks` package, wherever mjrl is installed."""
+
+
 def robot_file(mjcf: str) -> Path:
-    """The file a robot config's `mjcf` names: the path as given when it is a file, else one of
-    mjrl's own robots, relative to the installed `mjrl.tasks` package. mjrl's robots are named
-    relatively (`velocity/go1.xml`), so that a run's config.yaml plays and resumes on another
-    machine; configs written before named them by the writing installation's absolute path
-    (`/any/site-packages/mjrl/tasks/velocity/go1.xml`), whose last two parts find the same
-    robot here. Any other missing path is returned as given, for the caller to refuse."""
+    """The file a robot config's `mjcf` names: `mjrl:NAME` is one of mjrl's own robots, any
+    other path is the path as given. mjrl's robots are named so that a run's config.yaml plays
+    and resumes on another machine. Configs written before named them by the absolute path of
+    the installation that wrote them (`/any/site-packages/mjrl/tasks/velocity/go1.xml`): when
+    that file is missing, the same robot of this installation is used, and said."""
+    if mjcf.startswith(OWN_ROBOT):
+        return _own_robot(mjcf.removeprefix(OWN_ROBOT)) or Path(mjcf)
     given = Path(mjcf)
-    if given.is_file():
+    if given.is_file() or not given.is_absolute() or given.parts[-4:-2] != ("mjrl", "tasks"):
         return given
-    parts = given.parts
-    if not given.is_absolute():
-        own = given
-    elif len(parts) > 3 and parts[-3] == "tasks":
-        own = Path(*parts[-2:])
-    else:
+    own = _own_robot("/".join(given.parts[-2:]))
+    if own is None:
         return given
+    print(f"note: {mjcf} does not exist here; using mjrl's own {own}", file=sys.stderr)
+    return own
+
+
+def _own_robot(name: str) -> Path | None:
+    """The file `name` (`velocity/go1.xml`) of the installed `mjrl.tasks` package, if any."""
+    if ".." in Path(name).parts or Path(name).is_absolute():
+        return None
     spec = importlib.util.find_spec("mjrl.tasks")  # the package's folder, without importing it
-    folders = spec.submodule_search_locations if spec is not None else None
-    for folder in folders or ():
-        if (Path(folder) / own).is_file():
-            return Path(folder) / own
-    return given
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(folder) / name).is_file():
+            return Path(folder) / name
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +67,8 @@ class RobotConfig:
 
     mjcf: str
     """Path of the robot's MJCF, without a floor (the task composes the terrain in). Actuator k
-    must drive the k-th joint of `joints`. A relative path that is no file here names one of
-    mjrl's own robots (`velocity/go1.xml`), wherever mjrl is installed (see `robot_file`)."""
+    must drive the k-th joint of `joints`. `mjrl:velocity/go1.xml` names one of mjrl's own
+    robots, wherever mjrl is installed (see `robot_file`)."""
     base_body: str = "trunk"
     """The body of the free joint: its velocity and orientation are the base's."""
     joints: tuple[str, ...] = ()
@@ -88,6 +98,12 @@ class RobotConfig:
     0: every joint takes the task's `action_scale`."""
 
     bounds: ClassVar[dict] = {"action_scale_from_torque": ">= 0"}
+
+    @property
+    def mjcf_file(self) -> Path:
+        """The MJCF file this config names (`robot_file`)."""
+        return robot_file(self.mjcf)
+
     # The floor left the robots' files with issue 22; older runs' config.yaml still name it.
     retired: ClassVar[tuple[str, ...]] = ("floor_geom",)
 

@@ -14,6 +14,7 @@ import torch
 from mjrl.checkpoint import check_task, load_newest_checkpoint, load_weights
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
+from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID
 from mjrl.errors import SharedUsageError, UsageError
 from mjrl.rl import Algorithm
 from mjrl.runner.config import TRAINED, TrainConfig
@@ -72,23 +73,19 @@ def restore_weights_everywhere(ctx: DistContext, algorithm: Algorithm, state: di
         raise SharedUsageError(error)
 
 
-# The rendezvous id of every torchrun that names none (`--rdzv-id`; `--standalone` draws one).
-TORCHRUN_DEFAULT_JOB_ID = "none"
-
-
 def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, bool]:
     """(run directory, whether to continue from its checkpoints). Decided on rank 0 only.
 
     Inside an elastic job (torchrun or the built-in launcher) the directory is recorded under
-    the job id, so every restart of the same job continues the same run. torchrun's default id
-    is shared by every launch that names none, so there only the restarts continue: a new
-    launch is a new run."""
+    the job id (`DistContext.run_key`), so every restart of the same job continues the same
+    run. A torchrun launch without an id of its own starts a new run (a recycled agent pid
+    must not pick up an old launch's marker); only its restarts continue it."""
     explicit = resume_dir_of(task_name, cfg)
     if explicit is not None:
         return explicit, True
     if ctx.job_id is None:
         return claim_run_dir(cfg.log_root, task_name, cfg.run_name), False
-    marker = Path(cfg.log_root) / task_name / ".jobs" / ctx.job_id
+    marker = Path(cfg.log_root) / task_name / ".jobs" / str(ctx.run_key)
     new_launch = ctx.job_id == TORCHRUN_DEFAULT_JOB_ID and ctx.restart_count == 0
     if marker.is_file() and not new_launch:
         run_dir = Path(marker.read_text().strip())

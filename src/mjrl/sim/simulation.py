@@ -193,11 +193,17 @@ class Simulation:
         `torch.compile(mode="reduce-overhead")`, a `torch.cuda.stream` block)."""
         if not self.wp_device.is_cuda:
             return wp.ScopedDevice(self.wp_device)
+        # Nothing to wait for on entry: Warp's own stream was drained after set-up.
+        return wp.ScopedStream(self.warp_stream(), sync_enter=False)
+
+    def warp_stream(self) -> wp.Stream:
+        """Warp's handle on torch's current stream of this GPU, made once per stream: Warp knows
+        a capture on a stream by this object, so a capture that torch begins and Warp joins
+        (`wp.ScopedCapture(stream=..., external=True)`) must name the one the steps run on."""
         current = torch.cuda.current_stream(self.device)
         if self._stream is None or self._stream.cuda_stream != current.cuda_stream:
             self._stream = wp.stream_from_torch(current)  # keeps a reference to `current`
-        # Nothing to wait for on entry: Warp's own stream was drained after set-up.
-        return wp.ScopedStream(self._stream, sync_enter=False)
+        return self._stream
 
     def _substeps(self) -> None:
         import mujoco_warp as mjw
