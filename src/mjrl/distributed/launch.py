@@ -25,9 +25,9 @@ from mjrl.distributed.options import LaunchOptions
 from mjrl.errors import UsageError
 
 MONITOR_INTERVAL_S = 0.1
+"""How often torch's agent checks its workers."""
 NEWER_LAUNCH_FIELDS = {"shutdown_timeout", "duplicate_stdout_filters", "duplicate_stderr_filters", "virtual_local_rank"}
 """LaunchConfig fields that older torch releases (the GPU image's 2.11) may lack."""
-"""How often torch's agent checks its workers."""
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:

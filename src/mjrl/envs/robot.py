@@ -55,10 +55,8 @@ def _own_robot(name: str) -> Path | None:
     if ".." in Path(name).parts or Path(name).is_absolute():
         return None
     spec = importlib.util.find_spec("mjrl.tasks")  # the package's folder, without importing it
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        if (Path(folder) / name).is_file():
-            return Path(folder) / name
-    return None
+    folders = spec.submodule_search_locations or [] if spec is not None else []
+    return next((Path(f) / name for f in folders if (Path(f) / name).is_file()), None)
 
 
 @dataclasses.dataclass(frozen=True)
