@@ -48,6 +48,9 @@ def test_metrics_keys_of_the_cartpole_tasks(task, log_root):
     for line in metrics:
         assert sorted(line) == keys
         assert 0.0 <= line["clip_fraction"] <= 1.0 and line["explained_variance"] <= 1.0
+        # The console shows the rate the update used on average (the adaptive schedule ends
+        # an update on its lowest rate) and the KL that steered it.
+        assert f"lr {line['mean_learning_rate']:.1e} kl {line['mean_kl']:.4f} |" in result.stdout
 
 
 def test_explained_variance_pools_the_sums_of_every_rank():
