@@ -10,6 +10,7 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+import onnxruntime
 import pytest
 import torch
 import yaml
@@ -24,7 +25,7 @@ from mjrl.sim.terrain import TerrainConfig
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity import legged
 from mjrl.tasks.velocity.humanoid import SIDES, UPPER_BODY_JOINTS
-from mjrl.tools.export import export_policy
+from mjrl.tools.export import Sidecar, export_policy
 
 TASK = "Mjrl-Velocity-Flat-Humanoid"
 XML = load_task(TASK).env_cfg.robot.mjcf_file
@@ -324,17 +325,62 @@ def test_the_feedforward_sets_the_zero_actions_targets_on_the_reference_swing():
     torch.testing.assert_close(env.sim.ctrl[1], expected)
 
 
-def test_a_policy_whose_targets_follow_the_clock_is_not_exported_without_them(tmp_path):
+def reference_swing_from_sidecar(feedforward: dict, time_s: np.ndarray, command: np.ndarray, num_actions: int):
+    """What a robot-side runtime adds to the targets, computed from the sidecar's words alone."""
+    offsets = np.zeros((len(time_s), num_actions))
+    moving = np.maximum(np.linalg.norm(command[:, :2], axis=1), np.abs(command[:, 2])) > feedforward["moving_threshold"]
+    stance = feedforward["stance_fraction"]
+    for joint in feedforward["joints"]:
+        foot_phase = np.mod(time_s / feedforward["period_s"] - joint["foot_phase_offset"], 1.0)
+        lift = np.sin(np.pi * np.maximum(0.0, (foot_phase - stance) / (1 - stance)))
+        offsets[:, joint["action"]] += joint["amplitude"] * lift * moving
+    return offsets
+
+
+def test_a_policy_whose_targets_follow_the_clock_exports_them_in_its_sidecar(tmp_path):
     task = load_task(TASK)
-    cfg = dataclasses.replace(task.env_cfg, num_envs=1, gait=dataclasses.replace(task.env_cfg.gait, feedforward=True))
+    gait = dataclasses.replace(task.env_cfg.gait, feedforward=True)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=4, gait=gait, obs_noise=False)
     env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
     obs = env.reset()
     policy = ActorCritic(
         obs["actor"].shape[1], obs["critic"].shape[1], env.num_actions, (8,), (8,), "elu", 1.0, normalize=True
     )
-    with pytest.raises(UsageError, match="not exportable yet"):
-        export_policy(env, policy, "onnx", tmp_path / "policy.onnx", {})
-    assert not any(tmp_path.iterdir())
+    model, sidecar_path = export_policy(
+        env,
+        policy,
+        "onnx",
+        tmp_path / "policy.onnx",
+        {"task": TASK, "run_dir": "r", "checkpoint": "c", "iteration": 0, "env_steps": 0},
+    )
+    sidecar = Sidecar.from_json(sidecar_path.read_text())
+    feedforward = sidecar.target_feedforward
+    assert feedforward["kind"] == "reference_swing"
+    assert sorted(j["joint"] for j in feedforward["joints"]) == sorted(
+        f"{side}_{joint}_joint" for side in SIDES for joint in ("hip_pitch", "knee", "ankle_pitch")
+    )
+    # Three envs walk at different points of the cycle, one stands: a runtime that follows the
+    # sidecar (model output, action transform, then the feedforward) sets the env's targets.
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0, 0], [0, 0.3, 0], [0, 0, 0.8], [0, 0, 0]])
+    session = onnxruntime.InferenceSession(str(model))
+    for lengths in ([5, 17, 31, 36], [0, 22, 39, 12]):
+        env.episode_length[:] = torch.tensor(lengths)
+        obs = env.compute_obs()["actor"]
+        columns = {t.name: slice(t.start, t.start + t.size) for t in sidecar.observation_terms}
+        command = obs[:, columns["command"]].numpy()
+        actions = session.run(None, {"obs": obs.numpy()})[0]
+        targets = np.asarray(sidecar.action_offset) + np.asarray(sidecar.action_scale) * np.clip(
+            actions, -sidecar.action_clip, sidecar.action_clip
+        )
+        time_s = np.asarray(lengths) * sidecar.control_period_s
+        targets += reference_swing_from_sidecar(feedforward, time_s, command, sidecar.action_size)
+        env.step(torch.from_numpy(actions))
+        np.testing.assert_allclose(env.sim.ctrl.numpy(), targets, atol=1e-5)
+    # The swing is really there: a walking env's knee target is off its action's by up to 0.7 rad.
+    assert (
+        reference_swing_from_sidecar(feedforward, np.array([0.62]), np.array([[0.5, 0, 0]]), sidecar.action_size).max()
+        > 0.6
+    )
 
 
 def test_a_swing_joint_must_move_exactly_one_foot(tmp_path):

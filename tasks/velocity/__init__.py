@@ -159,6 +159,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
     if not mjcf.is_file():
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
     commands, clock = cfg.commands, _gait_clock(cfg)
+    feedforward = clock is not None and cfg.gait.feedforward
     sample = legged.VelocityCommand(
         (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction, commands.heading
     )
@@ -188,7 +189,8 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         },
         contacts=True,
         action_offset=mdp.home_joint_positions,
-        action_feedforward=clock.feedforward if clock is not None and cfg.gait.feedforward else None,
+        action_feedforward=clock.feedforward if feedforward else None,
+        action_feedforward_deployment=clock.deployment if feedforward else None,
         state=legged.LeggedState,
         # Foot positions are read only after physics steps (and at the envs' start, which
         # computes the poses), and the foot speed skips the first update after a reset;

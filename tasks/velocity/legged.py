@@ -80,10 +80,14 @@ mirror_velocity_command = mirror_signs(1, -1, -1)
 """The mirrored robot is asked for the same forward speed, the opposite lateral speed and yaw rate."""
 
 
+MOVING_COMMAND = 0.1
+"""A command asks for motion when its planar speed (m/s) or its yaw rate (rad/s) exceeds this."""
+
+
 def is_moving_command(env: VecEnv) -> torch.Tensor:
     """(n,) bool: the command asks for motion (not ~zero)."""
     cmd = velocity_command(env)
-    return torch.maximum(torch.linalg.vector_norm(cmd[:, :2], dim=1), cmd[:, 2].abs()) > 0.1
+    return torch.maximum(torch.linalg.vector_norm(cmd[:, :2], dim=1), cmd[:, 2].abs()) > MOVING_COMMAND
 
 
 class LeggedState:
@@ -296,6 +300,29 @@ class GaitClock:
         columns, _, _ = self.swing_joints(env)
         offsets = torch.zeros(env.num_envs, env.num_actions, device=env.device)
         return offsets.index_add_(1, columns, self.swing_reference(env))
+
+    def deployment(self, env: VecEnv) -> dict:
+        """`feedforward` for an exported policy's sidecar: the parameters and the formula a
+        robot-side runtime computes it with, from its own clock and command."""
+        columns, feet, amplitudes = self.swing_joints(env)
+        names = env.sim.actuator_joints()
+        return {
+            "kind": "reference_swing",
+            "formula": (
+                "target[action] += amplitude * sin(pi * max(0, (foot_phase - stance_fraction) / "
+                "(1 - stance_fraction))) while the command asks for motion (max(|(vx, vy)|, |yaw rate|) > "
+                "moving_threshold), else 0; foot_phase = (t / period_s - foot_phase_offset) mod 1, t the "
+                "time since the episode started at the step the policy acts (the gait_clock observation is "
+                "sin and cos of 2 pi t / period_s)"
+            ),
+            "period_s": self.period_s,
+            "stance_fraction": self.stance_fraction,
+            "moving_threshold": MOVING_COMMAND,
+            "joints": [
+                {"action": c, "joint": names[c], "foot_phase_offset": self.foot_offsets[f], "amplitude": a}
+                for c, f, a in zip(columns.tolist(), feet.tolist(), amplitudes.tolist(), strict=True)
+            ],
+        }
 
 
 def _swing_joints(env: VecEnv, offsets: tuple[tuple[str, float], ...]) -> tuple[torch.Tensor, ...]:

@@ -158,6 +158,10 @@ class TaskSpec:
     """(num_envs, num_actions) added to ctrl at every step, from the state the policy acted on:
     targets that move with time (a gait's reference swing), around which the actions are
     corrections. None: nothing added."""
+    action_feedforward_deployment: Callable[[VecEnv], dict] | None = None
+    """What an exported policy's sidecar tells a robot-side runtime to add to the targets in
+    place of `action_feedforward` (JSON data: its parameters and formula). A task with a
+    feedforward but without this cannot be exported."""
     action_mirror: MirrorFn | None = None
     """How actions mirror (see `ObsTerm.mirror`); None: the task has no symmetry."""
     state: Callable[[VecEnv], StepState] | None = None

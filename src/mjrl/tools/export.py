@@ -26,8 +26,9 @@ from mjrl.rl.networks import ActorCritic, DeployedActor
 
 Format = Literal["onnx", "torchscript"]
 MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
-SCHEMA = "mjrl-policy/2"
-"""Version 2: `action_scale` per action (version 1 had one number for all; still read)."""
+SCHEMA = "mjrl-policy/3"
+"""Version 3: `target_feedforward`. Version 2: `action_scale` per action (version 1 had one number
+for all). Both older versions are still read."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +64,11 @@ class Sidecar:
     actions_scaled: bool
     """True: the outputs are actuator targets already. False: targets = action_offset +
     action_scale * clip(output, -action_clip, action_clip)."""
+    target_feedforward: dict | None
+    """Offsets the task adds to the targets at every step, as the runtime must too (after the
+    action transform, also when `actions_scaled`): a "kind", its "formula" in words and its
+    parameters (`reference_swing`: a gait's leg swing in time with the gait_clock observation).
+    None: nothing is added."""
     control_period_s: float
     """Seconds between two policy steps (physics timestep x decimation)."""
     physics_timestep_s: float
@@ -81,7 +87,12 @@ class Sidecar:
     def from_json(cls, text: str) -> Sidecar:
         data = json.loads(text)
         if data.get("schema") == "mjrl-policy/1":  # one scale for every action
-            data |= {"schema": SCHEMA, "action_scale": [data.get("action_scale")] * len(data.get("action_offset", ()))}
+            data |= {
+                "schema": "mjrl-policy/2",
+                "action_scale": [data.get("action_scale")] * len(data.get("action_offset", ())),
+            }
+        if data.get("schema") == "mjrl-policy/2":  # nothing added to the targets
+            data |= {"schema": SCHEMA, "target_feedforward": None}
         if data.get("schema") != SCHEMA:
             raise UsageError(f"not an {SCHEMA} sidecar (schema {data.get('schema')!r})")
         try:
@@ -108,11 +119,12 @@ def export_policy(
     `env` (any number of envs) gives the observation layout and action transform; `source`
     holds task, run_dir, checkpoint, iteration and env_steps. Returns both paths."""
     cfg = env.cfg
+    feedforward = None
     if env.task.action_feedforward is not None:
-        # Its targets move with the gait clock, which neither the model nor the sidecar carries.
-        raise UsageError(
-            "this task adds a reference swing to the joint targets (--env.gait.feedforward): not exportable yet"
-        )
+        # The targets move with time, which the model does not see: the sidecar says how.
+        if env.task.action_feedforward_deployment is None:
+            raise UsageError("this task adds offsets to the joint targets that it cannot describe for export")
+        feedforward = env.task.action_feedforward_deployment(env)
     offset = env.action_offset.float().cpu()
     model = DeployedActor(policy)
     if scaled_actions:
@@ -139,6 +151,7 @@ def export_policy(
         action_clip=float(cfg.action_clip),
         action_offset=tuple(float(x) for x in offset),
         actions_scaled=scaled_actions,
+        target_feedforward=feedforward,
         control_period_s=float(env.step_dt),
         physics_timestep_s=float(env.sim.mj_model.opt.timestep),
         decimation=cfg.sim.decimation,
