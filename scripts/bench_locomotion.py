@@ -4,7 +4,7 @@
     python scripts/bench_locomotion.py --log-root /work/runs/loco --resume   # continue a cut-off run, then report
     python scripts/bench_locomotion.py --run-dir RUN                         # report on a finished run
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Mule ...    # another robot, its own section
-    python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid ...
+    python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid --ranks 2 ...
     python scripts/bench_locomotion.py --throughput [--iterations 8] [--rounds 2]
 
 Training is `train TASK --device cpu --preset cpu-locomotion` (19.7 M env steps; the humanoid's
@@ -113,8 +113,11 @@ def profile(task: str) -> Profile:
     return PROFILES.get(task, QUADRUPED_PROFILE)
 
 
-def train(task: str, log_root: Path, resume: bool) -> Path:
+def train(task: str, log_root: Path, resume: bool, ranks: int) -> Path:
     command = [str(BIN / "train"), task, "--device", "cpu", "--preset", profile(task).preset]
+    if ranks > 1:  # the preset's envs shared out: the same batch, each rank's physics on a core
+        preset = yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
+        command += ["--nproc-per-node", str(ranks), "--env.num-envs", str(preset["env"]["num_envs"] // ranks)]
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
     return max((log_root / task).glob("20*"))
@@ -272,6 +275,7 @@ def main() -> None:
     parser.add_argument("--log-root", type=Path, default=ROOT / "logs")
     parser.add_argument("--resume", action="store_true", help="continue the newest run under --log-root")
     parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--ranks", type=int, default=1, help="train as this many ranks (2 on a 2-core machine)")
     parser.add_argument("--no-write", action="store_true", help="print the report only")
     parser.add_argument("--throughput", action="store_true", help="time each robot's training loop instead")
     parser.add_argument("--iterations", type=int, default=8, help="iterations per --throughput measurement")
@@ -280,7 +284,7 @@ def main() -> None:
     if args.throughput:
         print(json.dumps(throughput(args.iterations, args.rounds), indent=1))
         return
-    run_dir = args.run_dir or train(args.task, args.log_root, args.resume)
+    run_dir = args.run_dir or train(args.task, args.log_root, args.resume, args.ranks)
     text = report(args.task, run_dir, args.episodes)
     print(text)
     if not args.no_write:

@@ -31,12 +31,14 @@ TASK = "Mjrl-Velocity-Flat-Humanoid"
 XML = load_task(TASK).env_cfg.robot.mjcf_file
 
 
-def legs_only_env(num_envs: int = 4) -> VecEnv:
-    """The CPU preset's robot: waist and arms locked."""
+def legs_only_env(num_envs: int = 4, feedforward: bool = False) -> VecEnv:
+    """The CPU preset's robot: waist and arms locked. Without the reference swing fed forward
+    (unless asked for), so that zero actions hold the home pose."""
     task = load_task(TASK)
     robot = dataclasses.replace(task.env_cfg.robot, locked_joints=UPPER_BODY_JOINTS)
+    gait = dataclasses.replace(task.env_cfg.gait, feedforward=feedforward)
     cfg = dataclasses.replace(
-        task.env_cfg, num_envs=num_envs, robot=robot, obs_noise=False, random_initial_episode_length=False
+        task.env_cfg, num_envs=num_envs, robot=robot, gait=gait, obs_noise=False, random_initial_episode_length=False
     )
     return VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=1)
 
