@@ -73,7 +73,7 @@ def exported_inputs(student_run: Path) -> tuple[list[str], int]:
 
 
 def report(teacher: Path, student_run: Path, episodes: int) -> tuple[str, bool]:
-    forward = QUADRUPED_PROFILE.forward_flags()
+    forward = QUADRUPED_PROFILE.settings()["forward"]
     results = {}
     for name, task, run in (("teacher", GO1, teacher), ("student", STUDENT, student_run)):
         for cmds, flags in (("forward", forward), ("full", [])):

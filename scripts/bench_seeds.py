@@ -96,7 +96,7 @@ def train_until_targets(
 
 def gait(task: str, run_dir: Path, episodes: int, device: str) -> dict:
     """Forward-command figures of the run's last checkpoint, per foot included."""
-    return play(task, episodes, ["--run-dir", str(run_dir)], profile(task).forward_flags(), device)
+    return play(task, episodes, ["--run-dir", str(run_dir)], profile(task).settings()["forward"], device)
 
 
 def foot_pairs(task: str) -> list[tuple[str, str]]:

@@ -45,7 +45,7 @@ ROUGH, FLAT = "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Quadruped"
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 STRAIGHT = [
-    *QUADRUPED_PROFILE.forward_flags(),
+    *QUADRUPED_PROFILE.settings()["forward"],
     *("--env.commands.heading", "False", "--env.commands.standing-fraction", "0"),
 ]
 # Success rate on the hardest row, per type: the definition of "climbs".

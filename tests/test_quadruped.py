@@ -244,6 +244,29 @@ def test_play_metrics_contract():
     assert torch.allclose(metrics["yaw_rate_error"], torch.tensor([0.0, 0.2], device=env.device), atol=1e-6)
 
 
+def test_an_episode_reports_how_far_its_base_ended_from_where_it_began():
+    # 0.2 s episodes, standing still on the spot (no pushes, no initial velocity).
+    env = make_env(num_envs=2, episode_length_s=0.2, randomization=STILL)
+    env.reset()
+    start = mdp.base_position(env)[:, :2].clone()
+    zero = torch.zeros(2, env.num_actions, device=env.device)
+    for step in range(10):
+        if step == 5:  # carry env 0's robot 0.3 m forward and 0.4 m to the side, mid-episode
+            env.sim.qpos[0, :2] += torch.tensor([0.3, 0.4], device=env.device)
+        env.step(zero)
+        metrics = legged.play_metrics(env)
+        if step < 9:
+            assert metrics["displacement_count"].sum().item() == 0
+    # The episodes ended at the last step: their displacement is measured before the reset.
+    torch.testing.assert_close(metrics["displacement_count"], torch.ones(2, device=env.device))
+    displacement = metrics["displacement_total"]
+    # (Landing from the spawn moves a base by a centimetre or two.)
+    assert abs(displacement[0].item() - 0.5) < 0.05 and displacement[1].item() < 0.05
+    # The next episodes are measured from where they begin.
+    torch.testing.assert_close(legged.feet(env).start_xy, mdp.base_position(env)[:, :2])
+    assert not torch.equal(legged.feet(env).start_xy[0], start[0] + torch.tensor([0.3, 0.4], device=env.device))
+
+
 # ------------------------------------------------------------------------------- training
 
 

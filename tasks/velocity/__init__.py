@@ -145,6 +145,7 @@ def _events(cfg: VelocityEnvConfig) -> dict[str, EventTerm]:
             partial(mdp.randomize_friction_and_mass, friction=rand.friction, base_mass_offset=rand.base_mass_offset)
         ),
         "reset_robot": EventTerm(mdp.ResetToHome(rand.joint_pos_noise, rand.base_vel_noise)),
+        "record_displacement": EventTerm(legged.record_displacement, mode="episode_end"),
     }
     if cfg.terrain.kind == "grid" and cfg.terrain.curriculum:
         events["terrain_curriculum"] = EventTerm(legged.terrain_curriculum, mode="episode_end")

@@ -114,6 +114,11 @@ class LeggedState:
         self.commanded_path = torch.zeros(n, 2, device=dev)
         """On a terrain grid: where the commands would have taken the base since the episode
         began (m, world frame), each step's commanded velocity turned by the base's heading."""
+        self.start_xy = base_position(env)[:, :2].clone()
+        """Where the base was when the episode began (world frame, m)."""
+        self.displacement = torch.zeros(n, device=dev)
+        """How far the base ended from where it began (m), for the episodes that ended this
+        step (`record_displacement`); 0 for the others."""
         self.last_contacts = torch.zeros(n, feet, dtype=torch.bool, device=dev)
         self.last_position = torch.zeros(n, feet, 3, device=dev)
         self.first_step = torch.ones(n, dtype=torch.bool, device=dev)
@@ -151,6 +156,15 @@ class LeggedState:
             timer.masked_fill_(rows, 0)
         self.commanded_path.masked_fill_(rows, 0)
         self.first_step.masked_fill_(mask, True)
+        torch.where(rows, base_position(env)[:, :2], self.start_xy, out=self.start_xy)
+
+
+def record_displacement(env: VecEnv, ended: torch.Tensor) -> None:
+    """Episode-end event: how far each finished episode's base got from where it began (for
+    evaluation: a robot told to stand should not drift)."""
+    state = feet(env)
+    distance = torch.linalg.vector_norm(base_position(env)[:, :2] - state.start_xy, dim=1)
+    torch.mul(distance, ended, out=state.displacement)
 
 
 def commanded_world_velocity(env: VecEnv) -> torch.Tensor:
@@ -486,6 +500,8 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
         touched down this step, and their number (their ratio is the mean swing time);
       - the same per foot, for gait symmetry: "foot_contact_fraction/<foot geom>" (1 or 0) and
         "swing_time/<foot geom>_total" with its "_count";
+      - per episode that ended this step, "displacement_total" (how far the base ended from
+        where it began, m) with its "_count";
       - on a terrain grid, per episode that ended this step: "travel_distance_total" (how far it
         ended from its patch's centre, m) and "success_total" (1 when that is at least half a
         patch and the episode was not terminated), each with its "_count" of episodes.
@@ -508,8 +524,10 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
         figures[f"foot_contact_fraction/{foot}"] = state.contacts[:, i].float()
         figures[f"swing_time/{foot}_total"] = landing[:, i]
         figures[f"swing_time/{foot}_count"] = (landing[:, i] > 0).float()
+    ended = (env.episode_length == 0).float()  # reset this step
+    figures["displacement_total"] = state.displacement * ended
+    figures["displacement_count"] = ended
     if env.terrain is not None:
-        ended = (env.episode_length == 0).float()  # reset this step
         distance = env.terrain.last_distance
         success = (distance >= env.terrain.cfg.patch_size / 2) & ~env.terminated
         figures |= {
