@@ -12,6 +12,7 @@
 #   bash scripts/gpu_checks.sh faults      # a rank killed under torchrun with NCCL
 #   bash scripts/gpu_checks.sh tests       # the GPU-capable tests with MJRL_TEST_DEVICE=cuda
 #   bash scripts/gpu_checks.sh scale       # the rough and humanoid tasks at 4096 envs
+#   bash scripts/gpu_checks.sh humanoid    # the 23-DoF humanoid trained at 4096 envs (HUMANOID_S, default 420 s)
 #   THROUGHPUT_TASKS=Mjrl-Velocity-Flat-Quadruped bash scripts/gpu_checks.sh throughput tests
 #
 # What worked on 2026-11-26 (docs/benchmarks.md, "On a GPU"), with the device tool:
@@ -155,14 +156,29 @@ scale() {
   done
 }
 
+humanoid() {
+  # Issue 24 on a GPU: the full 23-DoF humanoid (the task's default robot) at 4096 envs, its
+  # mean policy evaluated every 25 iterations; the run's curve and newest checkpoint come back,
+  # to be played here with bench_locomotion (the wall time to the targets is in its metrics).
+  local task=Mjrl-Velocity-Flat-Humanoid
+  run ${HUMANOID_S:-420} train $task --device cuda --env.num-envs 4096 --runner.max-iterations 3000 \
+    --runner.eval-interval 25 --runner.save-interval 25 --logger none --log-root /tmp/humanoid
+  local run_dir last
+  run_dir=$(ls -d /tmp/humanoid/$task/20* 2>/dev/null | tail -1)
+  [[ -n $run_dir ]] || return 1
+  last=$(ls "$run_dir"/checkpoints/model_*.pt 2>/dev/null | tail -1)
+  # One file, a run directory `play --run-dir` reads (tar -xf humanoid_run.tar -C RUN).
+  tar -C "$run_dir" -cf "$OUT/humanoid_run.tar" config.yaml metrics.jsonl ${last:+checkpoints/$(basename "$last")}
+}
+
 # Phases run in the order given: `bash scripts/gpu_checks.sh nccl learn tests`.
 phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | throughput | graph | learn | nccl | faults | tests | scale) $phase ;;
+  info | throughput | graph | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, throughput, graph, nccl, learn, faults, tests or scale" >&2
+    echo "unknown phase $phase: all, info, throughput, graph, nccl, learn, faults, tests, scale or humanoid" >&2
     exit 2
     ;;
   esac
