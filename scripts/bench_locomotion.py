@@ -63,7 +63,8 @@ class Profile:
     """Range of the forward commands (m/s) of the "forward" setting (no lateral or yaw command)."""
     targets: tuple[tuple[str, str, float, float], ...]
     """(command setting, figure, lowest and largest allowed value). Settings: "forward", "full"
-    (the task's own command distribution) and "zero" (told to stand)."""
+    (the task's own command distribution), both with the training's pushes, and "zero" (told to
+    stand, without pushes: how far the robot drifts by itself)."""
 
     def settings(self) -> dict[str, list[str]]:
         """The command settings the targets use, each with its `play` flags."""
@@ -71,7 +72,7 @@ class Profile:
         flags = {
             "forward": ["--env.commands.lin-vel-x", str(low), str(high)],
             "full": [],
-            "zero": ["--env.commands.lin-vel-x", "0", "0"],
+            "zero": ["--env.commands.lin-vel-x", "0", "0", "--env.randomization.push-velocity", "0"],
         }
         still = ["--env.commands.lin-vel-y", "0", "0", "--env.commands.yaw-rate", "0", "0"]
         used = {cmds for cmds, *_ in self.targets}

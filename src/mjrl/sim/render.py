@@ -78,12 +78,16 @@ def make_camera(m: mujoco.MjModel, data: mujoco.MjData) -> mujoco.MjvCamera:
     any other one a fixed view of its bodies at their rest pose."""
     cam = mujoco.MjvCamera()
     mujoco.mj_forward(m, data)
+    bodies = data.xpos[1:]
     if m.njnt and m.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE:
         cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
         cam.trackbodyid = int(m.jnt_bodyid[0])
-        cam.distance, cam.elevation, cam.azimuth = 4.0 * float(m.stat.meansize) + 1.2, -20.0, 135.0
+        # Far enough back for the whole robot: a humanoid's feet are about as far below the
+        # tracked pelvis as it is tall.
+        size = float(np.ptp(bodies, axis=0).max())
+        cam.distance = max(4.0 * float(m.stat.meansize) + 1.2, 2.2 * size)
+        cam.elevation, cam.azimuth = -20.0, 135.0
         return cam
-    bodies = data.xpos[1:]
     cam.type = mujoco.mjtCamera.mjCAMERA_FREE
     cam.lookat[:] = bodies.mean(axis=0)
     # The model's extent includes the floor: for the cart-pole, its whole rail.
