@@ -138,11 +138,16 @@ def profile(task: str) -> Profile:
     return PROFILES.get(task, QUADRUPED_PROFILE)
 
 
+def preset_config(task: str) -> dict:
+    """The task's CPU preset, as its YAML file gives it."""
+    return yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
+
+
 def train(task: str, log_root: Path, resume: bool, ranks: int) -> Path:
     command = [str(BIN / "train"), task, "--device", "cpu", "--preset", profile(task).preset]
     if ranks > 1:  # the preset's envs shared out: the same batch, each rank's physics on a core
-        preset = yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
-        command += ["--nproc-per-node", str(ranks), "--env.num-envs", str(preset["env"]["num_envs"] // ranks)]
+        per_rank = preset_config(task)["env"]["num_envs"] // ranks
+        command += ["--nproc-per-node", str(ranks), "--env.num-envs", str(per_rank)]
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
     return max((log_root / task).glob("20*"))
@@ -219,8 +224,7 @@ def first_eval_meeting_targets(lines: list[dict], targets: tuple[tuple[str, str,
 def report(task: str, run_dir: Path, episodes: int) -> str:
     results, targets = {}, profile(task).targets
     # The zero-action baseline runs the robot the preset trains (its locked joints).
-    preset = yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
-    locked = preset.get("env", {}).get("robot", {}).get("locked_joints", [])
+    locked = preset_config(task).get("env", {}).get("robot", {}).get("locked_joints", [])
     zero = ["--zero-actions", "True", *(["--env.robot.locked-joints", *locked] if locked else [])]
     for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", zero)):
         for cmds, flags in profile(task).settings().items():

@@ -525,7 +525,7 @@ def play_metrics(env: VecEnv) -> dict[str, torch.Tensor]:
         figures[f"swing_time/{foot}_total"] = landing[:, i]
         figures[f"swing_time/{foot}_count"] = (landing[:, i] > 0).float()
     ended = (env.episode_length == 0).float()  # reset this step
-    figures["displacement_total"] = state.displacement * ended
+    figures["displacement_total"] = state.displacement  # 0 but for the episodes that ended
     figures["displacement_count"] = ended
     if env.terrain is not None:
         distance = env.terrain.last_distance
