@@ -302,6 +302,31 @@ def test_the_reference_swing_lifts_the_swinging_foot_with_its_sole_level():
     assert legged.gait_joints(env, clock)[0].item() < 0.2
 
 
+def test_gait_joints_pays_only_for_the_paid_joints_while_moving():
+    env = legs_only_env(num_envs=4)
+    everything = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING)
+    knees = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING, paid_joints=("*knee*",))
+    columns, _, _ = knees.swing_joints(env)
+    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[legged.COMMAND][3, :3] = 0.0  # told to stand: the reference is home
+    env.episode_length[:] = 31  # the middle of the left foot's swing
+    reference = knees.swing_reference(env)
+    env.sim.qpos[:, env.robot.joint_qpos] = env.robot.home_joint_pos
+    env.sim.qpos[:, env.robot.joint_qpos.start + columns] += reference
+    env.sim.qpos[1, env.robot.joint_qpos.start + columns[0]] -= 0.3  # left hip reaches forward
+    env.sim.qpos[2, env.robot.joint_qpos.start + columns[1]] -= 0.3  # left knee bends less
+    env.sim.qpos[3, env.robot.joint_qpos.start + columns[0]] -= 0.3  # a standing hip leaves home
+    env.sim.forward()
+    env.after_physics()
+    # Both clocks pay the reference swing in full, and less for a knee off it or a standing hip
+    # away from home; only the clock that pays for every swing joint charges the hip's stride.
+    torch.testing.assert_close(legged.gait_joints(env, knees), torch.exp(torch.tensor([0.0, 0.0, -0.6, -0.6])))
+    torch.testing.assert_close(legged.gait_joints(env, everything), torch.exp(torch.tensor([0.0, -0.6, -0.6, -0.6])))
+    nothing = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING, paid_joints=("*waist*",))
+    with pytest.raises(UsageError, match="paid-joints match none of the swing joints"):
+        legged.gait_joints(env, nothing)
+
+
 def test_the_feedforward_sets_the_zero_actions_targets_on_the_reference_swing():
     task = load_task(TASK)
     robot = dataclasses.replace(task.env_cfg.robot, locked_joints=UPPER_BODY_JOINTS)

@@ -181,6 +181,12 @@ class GaitConfig:
     their offsets from home (rad) at mid-swing, the first match counting (e.g. "*hip_pitch*"
     -0.35 "*knee*" 0.7). Each joint moves with the one foot below it, by offset x sin(pi x
     swing progress) while that foot swings."""
+    paid_joints: tuple[str, ...] = ("*",)
+    """Shell-style patterns of the `swing_joint_offsets` joints whose reference
+    `RewardConfig.gait_joints` pays for following while moving. The others are only fed forward
+    (with `feedforward`) and free to leave the reference: a hip that a step-in-place reference
+    holds at home in stance and at landing must sweep the leg back and reach forward to stride.
+    Told to stand, every swing joint is paid for staying home."""
     feedforward: bool = False
     """Add the reference swing to the joint position targets: the policy's actions become
     corrections around legs that step in place with the clock (a residual policy, as Cassie's

@@ -9,6 +9,7 @@ terrain under them (`env.terrain`), so they hold on any ground.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import math
 from typing import TYPE_CHECKING
 
@@ -267,12 +268,16 @@ class GaitClock:
     stance_fraction: float
     foot_offsets: tuple[float, ...]
     swing_joint_offsets: tuple[tuple[str, float], ...] = ()
+    paid_joints: tuple[str, ...] = ("*",)
     _offsets: torch.Tensor | None = None
     _swing: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    _paid: torch.Tensor | None = None
 
     @classmethod
     def of(cls, gait: GaitConfig) -> GaitClock:
-        return cls(gait.period_s, gait.stance_fraction, gait.foot_phase_offsets, gait.swing_joint_offsets)
+        return cls(
+            gait.period_s, gait.stance_fraction, gait.foot_phase_offsets, gait.swing_joint_offsets, gait.paid_joints
+        )
 
     def phase(self, env: VecEnv) -> torch.Tensor:
         """(n,): the phase of the cycle, in [0, 1)."""
@@ -299,6 +304,17 @@ class GaitClock:
         if self._swing is None:
             self._swing = _swing_joints(env, self.swing_joint_offsets)
         return self._swing
+
+    def paid_swing_joints(self, env: VecEnv) -> torch.Tensor:
+        """(swing joints,) bool: which of `swing_joints` `paid_joints` names."""
+        if self._paid is None:
+            columns, _, _ = self.swing_joints(env)
+            names = [env.sim.actuator_joints()[column] for column in columns.tolist()]
+            paid = [any(fnmatch.fnmatchcase(name, pattern) for pattern in self.paid_joints) for name in names]
+            if not any(paid):
+                raise UsageError(f"--env.gait.paid-joints match none of the swing joints {names}")
+            self._paid = torch.tensor(paid, device=env.device)
+        return self._paid
 
     def swing_reference(self, env: VecEnv) -> torch.Tensor:
         """(n, swing joints): the reference offsets from home of `swing_joints`, 0 while told
@@ -447,12 +463,15 @@ class Posture:
 
 
 def gait_joints(env: VecEnv, clock: GaitClock) -> torch.Tensor:
-    """exp(-2 |q - q_ref|) over the joints the clock's swing reference names, q_ref its
-    reference: 1 on the reference swing (Humanoid-Gym's joint reference term). Unlike the
-    contacts, it grows as a leg starts to bend, before its foot leaves the ground."""
+    """exp(-2 |q - q_ref|) over the swing reference's joints, q_ref their reference: 1 on the
+    reference swing (Humanoid-Gym's joint reference term). Unlike the contacts, it grows as a leg
+    starts to bend, before its foot leaves the ground. While moving it counts only the joints
+    the clock pays for (`paid_swing_joints`: the others make the stride); told to stand, every
+    swing joint's reference is home and counts."""
     columns, _, _ = clock.swing_joints(env)
     error = joint_pos_rel(env).index_select(1, columns) - clock.swing_reference(env)
-    return torch.exp(-2 * torch.linalg.vector_norm(error, dim=1))
+    counted = clock.paid_swing_joints(env) | ~env.cached(is_moving_command).unsqueeze(1)
+    return torch.exp(-2 * torch.linalg.vector_norm(error * counted, dim=1))
 
 
 def feet_tilt(env: VecEnv) -> torch.Tensor:
