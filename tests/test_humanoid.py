@@ -450,6 +450,7 @@ def test_a_swing_joint_must_move_exactly_one_foot(tmp_path):
             ("--env.gait.swing-joint-offsets", "waist*", "0.1", "--env.rewards.gait-joints", "1"),
             "names 'waist_yaw_joint', which moves 0 feet",
         ),
+        (TASK, ("--env.gait.paid-joints", "*waist*"), "--env.gait.paid-joints match none of the swing joints"),
         (
             TASK,
             ("--env.rewards.posture", "1", "--env.rewards.posture-std-walking", "*knee*", "0.3"),
