@@ -49,3 +49,24 @@ def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it
     assert out[0] == "| iterations | env steps | `mean_kl` | `eval/mean_return` |"
     assert out[2] == "| 0-2 | 0.0 M | 0.01 | 5 |"  # kl (0 + 0.01 + 0.02) / 3; one evaluation
     assert out[3] == "| 3-4 | 0.0 M | 0.035 | - |"
+
+
+def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names() -> None:
+    sys.path.insert(0, str(SCRIPTS))
+    from bench_locomotion import HUMANOID, PROFILES
+
+    from mjrl.cli.train import parse_train_args
+
+    settings = PROFILES[HUMANOID].settings()
+    assert list(settings) == ["forward", "forward, no pushes", "full", "zero"]
+    env = {name: parse_train_args([HUMANOID, *flags])[1].env for name, flags in settings.items()}
+    pushed = env["full"].randomization.push_velocity
+    assert pushed > 0 and env["full"].commands == parse_train_args([HUMANOID])[1].env.commands
+    for name, lin_vel_x, push in (
+        ("forward", (0.3, 0.8), pushed),
+        ("forward, no pushes", (0.3, 0.8), 0.0),
+        ("zero", (0.0, 0.0), 0.0),
+    ):
+        commands = env[name].commands
+        assert (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate) == (lin_vel_x, (0.0, 0.0), (0.0, 0.0)), name
+        assert env[name].randomization.push_velocity == push, name
