@@ -51,8 +51,8 @@ def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it
     assert out[3] == "| 3-4 | 0.0 M | 0.035 | - |"
 
 
-def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names() -> None:
-    sys.path.insert(0, str(SCRIPTS))
+def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
     from bench_locomotion import HUMANOID, PROFILES
 
     from mjrl.cli.train import parse_train_args

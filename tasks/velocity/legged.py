@@ -9,7 +9,6 @@ terrain under them (`env.terrain`), so they hold on any ground.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import math
 from typing import TYPE_CHECKING
 
@@ -308,12 +307,12 @@ class GaitClock:
     def paid_swing_joints(self, env: VecEnv) -> torch.Tensor:
         """(swing joints,) bool: which of `swing_joints` `paid_joints` names."""
         if self._paid is None:
-            columns, _, _ = self.swing_joints(env)
-            names = [env.sim.actuator_joints()[column] for column in columns.tolist()]
-            paid = [any(fnmatch.fnmatchcase(name, pattern) for pattern in self.paid_joints) for name in names]
-            if not any(paid):
+            columns = self.swing_joints(env)[0].tolist()
+            named = per_joint_values(env, tuple((pattern, 1.0) for pattern in self.paid_joints))
+            if not named.keys() & set(columns):
+                names = [env.sim.actuator_joints()[column] for column in columns]
                 raise UsageError(f"--env.gait.paid-joints match none of the swing joints {names}")
-            self._paid = torch.tensor(paid, device=env.device)
+            self._paid = torch.tensor([column in named for column in columns], device=env.device)
         return self._paid
 
     def swing_reference(self, env: VecEnv) -> torch.Tensor:
