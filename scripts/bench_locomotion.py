@@ -262,12 +262,14 @@ def report(task: str, run_dir: Path, episodes: int) -> str:
         f"{'**met**' if low <= results['trained', cmds][figure] <= high else '**not met**'}"
         for cmds, figure, low, high in targets
     ]
+    full_targets = ", ".join(f"{figure} {bounds(low, high)}" for cmds, figure, low, high in targets if cmds == "full")
     when = (
-        f"The periodic evaluation (16 envs, full command distribution) first met the full-set targets at "
+        f"The periodic evaluation (16 envs, full command distribution) first met the full-set targets "
+        f"({full_targets}) at "
         f"iteration {reached['iteration']}: {reached['env_steps'] / 1e6:.1f} M env steps, "
         f"{reached['wall_s'] / 60:.0f} min of training."
         if reached
-        else "The periodic evaluation never met the full-set targets."
+        else f"The periodic evaluation never met the full-set targets ({full_targets})."
     )
     return "\n".join(
         [
