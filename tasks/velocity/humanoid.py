@@ -114,7 +114,8 @@ HUMANOID_ENV = VelocityEnvConfig(
     # steps, instead of discovering the step (without it: a shuffle, run F in docs/benchmarks.md).
     # While walking only the knees are paid for following it: the reference steps in place, and a
     # policy paid for keeping its hips and ankles on it walks at 70 % of the commanded speed
-    # (run G in docs/benchmarks.md). Told to stand, every swing joint is paid for staying home.
+    # ("Why run F walks slowly", docs/benchmarks.md). Told to stand, every swing joint is paid
+    # for staying home.
     gait=GaitConfig(
         foot_phase_offsets=(0.0, 0.5),
         swing_joint_offsets=SWING_JOINT_OFFSETS,
