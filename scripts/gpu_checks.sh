@@ -5,6 +5,7 @@
 #
 #   bash scripts/gpu_checks.sh all         # info throughput graph nccl learn tests
 #   bash scripts/gpu_checks.sh info        # what torch, Warp and NCCL see
+#   bash scripts/gpu_checks.sh mjlab       # mjlab's Go1 task beside mjrl on mjlab's Go1 and on its own, 4096 envs
 #   bash scripts/gpu_checks.sh throughput  # bare physics, replayed substeps, training loop at 1024-8192 envs; a profile
 #   bash scripts/gpu_checks.sh graph       # a whole rollout as one CUDA graph: does it work, what it saves
 #   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
@@ -24,6 +25,13 @@
 #      (30 s after a call: make call 2 at once).
 #   3. Call 2, carry [".gpu2"]: `cp -r /tmp/gpu1 .gpu1 && bash .gpu1/install.sh &&
 #      export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH && bash scripts/gpu_checks.sh all`.
+# With mjlab beside it (`mjlab`, issue 45): also `bash scripts/gpu_pack_mjlab.sh` here (.gpu_mjlab1
+# and .gpu_mjlab2, 57 and 50 MB); then four calls, each at once after the last (2026-11-26: 44 s
+# of device time for the first three): carry [".gpu1"] `cp -r .gpu1 /tmp/gpu1`; carry [".gpu2"]
+# `cp -r .gpu2 /tmp/gpu2`; carry [".gpu_mjlab1"] `cp -r .gpu_mjlab1 /tmp/gpu_mjlab1`; carry
+# [".gpu_mjlab2"] `cp -r /tmp/gpu1 .gpu1 && cp -r /tmp/gpu2 .gpu2 && cp -r /tmp/gpu_mjlab1
+# .gpu_mjlab1 && bash .gpu1/install.sh && export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH &&
+# bash scripts/gpu_checks.sh info mjlab`.
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail
@@ -113,6 +121,65 @@ learn() {
   fi
 }
 
+stamp() {  # prefix each line of stdin with the seconds since this filter started (cold-start times)
+  $PY -u -c 'import sys, time
+t = time.time()
+for line in sys.stdin:
+    print(f"{time.time() - t:7.1f} {line}", end="")'
+}
+
+export -f stamp
+export PY
+
+gpu_memory() {  # gpu_memory LABEL run CAP COMMAND...: run it, then append the peak GPU memory (MiB) to memory.txt
+  local label=$1 sampler rc
+  shift
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"/tmp/mem_$label.txt" 2>/dev/null &
+  sampler=$!
+  "$@"
+  rc=$?
+  kill "$sampler" 2>/dev/null
+  echo "$label peak_gpu_memory_mib $(sort -n "/tmp/mem_$label.txt" | tail -1)" | tee -a "$OUT/memory.txt"
+  return "$rc"
+}
+
+mjlab() {
+  # Issue 45, item 1: mjlab's `Mjlab-Velocity-Flat-Unitree-Go1` beside mjrl on the same card, each
+  # at 4096 envs with a cold kernel cache, one after the other (never two on the GPU at once):
+  #   1. mjlab 1.6.0 as its users run it (rsl_rl's runner, tensorboard instead of wandb): its log,
+  #      every line stamped with the seconds since the command's start, -> mjlab_go1.log;
+  #   2. mjrl's flat velocity task on mjlab's own Go1 model (scripts/mjlab_go1.py writes it with
+  #      mjlab's actuators, collisions, solver settings and standing pose) -> beside_mjlab_go1.jsonl;
+  #   3. mjrl's own Go1 (bench_train: physics ceiling and training loop) -> throughput.jsonl.
+  # The PPO shape is the same in both (24 steps per env, 5 epochs of 4 minibatches, 512-256-128
+  # ELU actor and critic). mjlab's packages (scripts/gpu_pack_mjlab.sh) go into /tmp/mjlab-site,
+  # first on mjlab's PYTHONPATH only: it pins mujoco and mujoco-warp 3.11, mjrl runs 4.0.
+  # BESIDE_DEVICE=cpu BESIDE_ENVS=16 MJLAB_PY=... MJRL_SITE=... try the phase on a CPU machine.
+  local site=/tmp/mjlab-site device=${BESIDE_DEVICE:-cuda} envs=${BESIDE_ENVS:-4096} mpy=${MJLAB_PY:-$PY}
+  # mjlab's import asks imageio-ffmpeg for its binary (left out of the pack: no videos here) and
+  # mujoco 3.11's for an EGL context (none on the GPU machine): neither is used in training.
+  local mj="env PYTHONPATH=$site:${MJRL_SITE:-/tmp/site} IMAGEIO_FFMPEG_EXE=/bin/true MUJOCO_GL=disable" gpus=()
+  [[ $device == cpu ]] && gpus=(--gpu-ids None)
+  if [[ ! -f $site/.ready ]]; then
+    run 120 bash -c "set -e; w=\$(mktemp -d); cat \$(ls .gpu_mjlab[0-9]*/bundle.part* | sort -V) | tar -C \$w -xf -;
+      $mpy -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $site \$w/wheels/*.whl;
+      touch $site/.ready" || return 1
+  fi
+  run 60 $mj $mpy scripts/mjlab_go1.py --out /tmp/go1_mjlab || return 1
+  mkdir -p /tmp/mjlab_run
+  gpu_memory mjlab run "${MJLAB_S:-210}" bash -c "cd /tmp/mjlab_run && $mj $mpy -u -m mjlab.scripts.train \
+    Mjlab-Velocity-Flat-Unitree-Go1 --env.scene.num-envs $envs --agent.max-iterations 3000 --agent.seed 1 \
+    --agent.logger tensorboard ${gpus[*]} 2>&1 | stamp > $OUT/mjlab_go1.log"
+  tail -25 "$OUT/mjlab_go1.log" | tee -a "$log"
+  gpu_memory mjrl_mjlab_go1 run "${BESIDE_S:-150}" bash -c "train Mjrl-Velocity-Flat-Quadruped \
+    --config /tmp/go1_mjlab/robot.yaml --device $device --env.num-envs $envs --runner.max-iterations 3000 \
+    --runner.eval-interval 50 --runner.eval-envs 64 --logger none --log-root /tmp/beside --seed 1 2>&1 | stamp"
+  cp "$(ls -d /tmp/beside/Mjrl-Velocity-Flat-Quadruped/20* | tail -1)/metrics.jsonl" \
+    "$OUT/beside_mjlab_go1.jsonl" 2>/dev/null
+  gpu_memory mjrl_own_go1 run 120 bash -c "$PY scripts/bench_train.py --device $device --task $GO1 \
+    --num-envs $envs --iterations 10 --physics-steps 300 | grep '^{' >> $OUT/throughput.jsonl"
+}
+
 nccl() {
   local root=/tmp/nccl
   run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
@@ -176,9 +243,9 @@ phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | throughput | graph | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | graph | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, throughput, graph, nccl, learn, faults, tests, scale or humanoid" >&2
+    echo "unknown phase $phase: all, info, mjlab, throughput, graph, nccl, learn, faults, tests, scale or humanoid" >&2
     exit 2
     ;;
   esac

@@ -12,12 +12,13 @@ import sys
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-# These two run in the reference venv, which has rsl_rl (`scripts/rsl_rl_reference.py`).
-NEEDS_RSL_RL = {"rsl_rl_reference", "compare_update"}
+# These run in another environment: the reference venv, which has rsl_rl
+# (`scripts/rsl_rl_reference.py`), or mjlab's (`scripts/mjlab_go1.py`).
+OTHER_ENVS = {"rsl_rl_reference", "compare_update", "mjlab_go1"}
 
 
 def test_every_benchmark_script_imports() -> None:
-    names = sorted(p.stem for p in SCRIPTS.glob("*.py") if p.stem not in NEEDS_RSL_RL)
+    names = sorted(p.stem for p in SCRIPTS.glob("*.py") if p.stem not in OTHER_ENVS)
     assert "bench_seeds" in names and "bench_terrain" in names
     # One interpreter imports them all, each on its own so one failure does not hide the next.
     code = (

@@ -258,3 +258,30 @@ def test_an_observation_term_with_history_holds_its_last_steps_newest_first():
     actor["pole_angle"] = dataclasses.replace(actor["pole_angle"], history=0)
     with pytest.raises(UsageError, match=r"observation actor\.pole_angle: history must be"):
         check_task_spec(dataclasses.replace(spec, observations={**spec.observations, "actor": actor}))
+
+
+def test_a_capped_solver_is_silent_and_a_buffer_overflow_still_warns(capfd):
+    """A solver capped at a few iterations (mjlab's velocity tasks cap it at 10) stops at its cap by
+    design: mujoco_warp would print a line per world and substep from the kernel, dozens per env
+    step at 4096 worlds. A contact buffer too small for the worlds' contacts is still reported."""
+    task = load_task("Mjrl-Velocity-Flat-Quadruped")
+    spec = task.build(task.env_cfg)
+    model = spec.scene.build()[0]
+    model.opt.iterations, model.opt.ls_iterations = 1, 1
+    sims = {
+        "capped": Simulation(model, 4, DEVICE, task.env_cfg.sim),
+        "overflowing": Simulation(model, 4, DEVICE, dataclasses.replace(task.env_cfg.sim, nconmax=1)),
+    }
+    printed = {}
+    generator = torch.Generator().manual_seed(0)
+    for name, sim in sims.items():
+        capfd.readouterr()
+        for _ in range(10):  # the robots fall from their home pose onto their feet: contacts
+            sim.ctrl.copy_(torch.randn(sim.ctrl.shape, generator=generator).to(sim.device))
+            sim.step()
+        if sim.device.type == "cuda":
+            torch.cuda.synchronize()  # a kernel's printf reaches stdout when the kernel ends
+        out = capfd.readouterr()
+        printed[name] = out.out + out.err
+    assert "iterations limit reached" not in printed["capped"]
+    assert "overflow" in printed["overflowing"].lower()

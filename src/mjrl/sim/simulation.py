@@ -150,6 +150,12 @@ class Simulation:
                 fields.add("body_subtreemass")
             batch = {name: num_worlds for name in sorted(fields)}
             self.model = mjw.put_model(mj_model, batch_sizes=batch or None)
+            # A solver or line search capped at a few iterations (mjlab's velocity tasks cap them at
+            # 10 and 20) stops at its cap by design; mujoco_warp prints a line from the kernel for
+            # every world and substep that does, dozens per env step at 4096 worlds. Buffer
+            # overflows (contacts, constraint rows) still warn.
+            capped = mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS
+            self.model.opt.warn_overflow = int(self.model.opt.warn_overflow) & ~int(capped)
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=cfg.nconmax, njmax=cfg.njmax)
             for name in _STATE_FIELDS:
                 setattr(self, name, wp.to_torch(getattr(self.data, name)))
