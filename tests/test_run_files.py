@@ -226,12 +226,39 @@ OLD_CODE_RESUMED = [
 ]
 
 
-def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path):
-    """Checkpoints and config.yaml keep their keys (flat launch options, `wandb_id`, `rng`): an
-    older run resumes, with its optimizer state, learning rate and random streams, and goes on
-    deterministically (the figures above)."""
+# How far the resumed figures may be from those recorded: torch's CPU kernels take other paths on
+# other processors (AVX-512 or not), and on an Intel Xeon the surrogate loss of iteration 2 differed
+# from an AMD EPYC's by 3.6e-5 relative. A resume that loses the optimizer state or the random
+# streams moves the figures by far more (the test below), so the bound still catches one.
+RECORDED_REL = 1e-3
+
+
+def _lose_optimizer_state(state: dict) -> None:
+    """Adam as a fresh one starts: no step taken, no moments."""
+    for param in state["optimizer"]["state"]:
+        param["step"].zero_()
+        param["exp_avg"].zero_()
+        param["exp_avg_sq"].zero_()
+
+
+def _lose_random_streams(state: dict) -> None:
+    """Every generator as if seeded anew instead of restored."""
+    fresh = torch.Generator().manual_seed(12345).get_state()
+    state["rng"]["torch"] = fresh
+    for stream in ("env", "ppo"):
+        state["rng"][stream]["state"] = fresh.clone()
+
+
+def _resume_old_run(tmp_path: Path, damage=None) -> tuple[Path, list[dict]]:
+    """Resume a copy of the old run to iteration 4, its checkpoint first changed by `damage`; the
+    figures of the two resumed iterations."""
     run_dir = tmp_path / "run"
     shutil.copytree(BEFORE_ISSUE12, run_dir)
+    if damage is not None:
+        checkpoint = run_dir / "checkpoints" / "model_000002.pt"
+        state = load_checkpoint(checkpoint)
+        damage(state)
+        save_checkpoint(checkpoint, state)
     # A resume takes its settings from the command line, as the run did: the defaults changed
     # since that run (clipping apart, Balance's std offset and symmetry augmentation), so the
     # run's own values are given.
@@ -242,9 +269,22 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming at iteration 2" in result.stdout
-    resumed = read_jsonl(run_dir / "metrics.jsonl")[2:]
-    for line, expected in zip(resumed, OLD_CODE_RESUMED, strict=True):
-        assert {k: line[k] for k in expected} == pytest.approx(expected, rel=1e-5)
+    return run_dir, read_jsonl(run_dir / "metrics.jsonl")[2:]
+
+
+def _matches_recorded(resumed: list[dict]) -> bool:
+    return len(resumed) == len(OLD_CODE_RESUMED) and all(
+        {k: line[k] for k in expected} == pytest.approx(expected, rel=RECORDED_REL)
+        for line, expected in zip(resumed, OLD_CODE_RESUMED)
+    )
+
+
+def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path):
+    """Checkpoints and config.yaml keep their keys (flat launch options, `wandb_id`, `rng`): an
+    older run resumes, with its optimizer state, learning rate and random streams, and goes on
+    deterministically (the figures above, within `RECORDED_REL`)."""
+    run_dir, resumed = _resume_old_run(tmp_path)
+    assert _matches_recorded(resumed), resumed
     checkpoint = load_checkpoint(run_dir / "checkpoints" / "model_000004.pt")
     old = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
     assert checkpoint.keys() == old.keys() | {"env_ranks"} and checkpoint["wandb_id"] == old["wandb_id"]
@@ -260,6 +300,14 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     assert len(every_key) == len(set(every_key)) and set(old["config"]["agent"]) <= set(every_key)
     reproduced = run_main("train", "--config", str(run_dir / "config.yaml"), "--help")
     assert reproduced.returncode == 0, reproduced.stderr[-2000:]  # the old config.yaml still parses
+
+
+@pytest.mark.parametrize("damage", [_lose_optimizer_state, _lose_random_streams], ids=["optimizer", "random"])
+def test_the_recorded_figures_tell_a_resume_that_lost_its_state(tmp_path, damage):
+    """The bound on the recorded figures is loose enough for any processor and still tight
+    enough to fail when a resume drops the optimizer state or the random streams."""
+    _, resumed = _resume_old_run(tmp_path, damage)
+    assert not _matches_recorded(resumed)
 
 
 def test_a_checkpoint_from_before_the_std_offset_is_evaluated_without_one():
