@@ -275,7 +275,7 @@ def _resume_old_run(tmp_path: Path, damage=None) -> tuple[Path, list[dict]]:
 def _matches_recorded(resumed: list[dict]) -> bool:
     return len(resumed) == len(OLD_CODE_RESUMED) and all(
         {k: line[k] for k in expected} == pytest.approx(expected, rel=RECORDED_REL)
-        for line, expected in zip(resumed, OLD_CODE_RESUMED)
+        for line, expected in zip(resumed, OLD_CODE_RESUMED, strict=True)
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import tyro
 import yaml
 
+from mjrl.cli.flags import rename_known_flags, unknown_flags_message
 from mjrl.errors import UsageError
 
 T = TypeVar("T")
@@ -32,8 +33,11 @@ def run_command(prog: str, body: Callable[[list[str]], int], argv: list[str] | N
 
 
 def parse_flags(cls: Any, default: T, args: list[str], prog: str, description: str) -> T:
-    """tyro over `cls` with explicit booleans (`--resume True`). tyro's boxed error message is
-    condensed to one line and raised as a UsageError; --help prints as usual."""
+    """tyro over `cls` with explicit booleans (`--resume True`). Former and mjlab spellings of
+    flags are rewritten with a note (`rename_known_flags`); tyro's boxed error message is
+    condensed to one line, an unknown flag named with the closest real ones, and raised as a
+    UsageError; --help prints as usual."""
+    args = rename_known_flags(args, default)
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
@@ -48,7 +52,9 @@ def parse_flags(cls: Any, default: T, args: list[str], prog: str, description: s
     except SystemExit as exc:
         if exc.code in (0, None):
             raise
-        raise UsageError(_one_line(captured.getvalue(), prog)) from None
+        text = captured.getvalue()
+        unknown = unknown_flags_message(text, default)
+        raise UsageError(f"{unknown} (see `{prog} --help`)" if unknown else _one_line(text, prog)) from None
 
 
 def _one_line(text: str, prog: str) -> str:

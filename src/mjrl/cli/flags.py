@@ -1,0 +1,87 @@
+"""Flags users already know, and one line for the ones nobody knows.
+
+A command line written for mjrl before its agent settings split into `--runner.*`,
+`--algorithm.*` and `--policy.*`, or for mjlab, keeps working: each old spelling is rewritten to
+the flag that holds its value now, with one note naming that flag. Any other unknown flag is
+refused with the closest real flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+from typing import Any, TextIO
+
+# mjlab's spellings of mjrl's flags (`--agent.max-iterations` and `--agent.save-interval` are also
+# mjrl's own former spellings, found through the config's `split`).
+MJLAB_SPELLINGS = {"--env.scene.num-envs": "--env.num-envs", "--agent.seed": "--seed"}
+
+
+def rename_known_flags(args: list[str], default: Any, notes: TextIO | None = None) -> list[str]:
+    """`args` with every former or mjlab spelling replaced by the flag of `default`'s config that
+    holds its value now; one note per replaced flag goes to `notes` (stderr)."""
+    notes = notes or sys.stderr
+    flags = set(known_flags(default))
+    out = []
+    for arg in args:
+        name, sep, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        new = _new_name(name, default, flags)
+        if new is None:
+            out.append(arg)
+            continue
+        print(f"note: {name} is now {new}", file=notes)
+        out.append(f"{new}{sep}{value}")
+    return out
+
+
+def _new_name(name: str, default: Any, flags: set[str]) -> str | None:
+    if not name.startswith("--") or name in flags:
+        return None
+    spelled = name.replace("_", "-")
+    new = MJLAB_SPELLINGS.get(spelled)
+    for old, sections in getattr(type(default), "split", {}).items():
+        prefix = f"--{old}."
+        if new is None and spelled.startswith(prefix):
+            rest = spelled[len(prefix) :]
+            new = next((f"--{s}.{rest}" for s in sections if f"--{s}.{rest}" in flags), None)
+    return new if new in flags else None
+
+
+def known_flags(default: Any) -> list[str]:
+    """Every flag of a config: its fields, nested configs as dotted names (`--env.num-envs`),
+    a `flattened` nested config's fields at its parent's level."""
+    names = []
+
+    def walk(cfg: Any, prefix: str) -> None:
+        flattened = getattr(type(cfg), "flattened", ())
+        for field in dataclasses.fields(cfg):
+            value = getattr(cfg, field.name)
+            name = field.name.replace("_", "-")
+            if dataclasses.is_dataclass(value):
+                walk(value, prefix if field.name in flattened else f"{prefix}{name}.")
+            else:
+                names.append(f"--{prefix}{name}")
+
+    walk(default, "")
+    return names
+
+
+def unknown_flags_message(tyro_text: str, default: Any) -> str | None:
+    """One line naming the flags tyro did not recognise and the closest real ones; None when
+    tyro's error was about something else."""
+    found = re.search(r"Unrecognized options?: ([^\n│]*)", tyro_text)
+    if found is None:
+        return None
+    unknown = [token.strip() for token in found.group(1).split(",") if token.strip().startswith("-")]
+    if not unknown:
+        return None
+    flags = known_flags(default)
+    parts = []
+    for flag in unknown:
+        name = flag.split("=", 1)[0]
+        close = difflib.get_close_matches(name, flags, n=3, cutoff=0.75)
+        parts.append(f"{name} (did you mean {' or '.join(close)}?)" if close else f"{name} (no flag is close)")
+    noun = "flag" if len(parts) == 1 else "flags"
+    return f"unknown {noun} {'; '.join(parts)}"

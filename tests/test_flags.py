@@ -1,0 +1,110 @@
+"""Flags users already know: mjrl's former `--agent.*` section and mjlab's spellings still set
+the same values, with one note naming the new flag; other unknown flags are refused in one line
+naming the closest real flags."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TINY_RUN, last_json, run_main
+
+from mjrl.cli.flags import known_flags, rename_known_flags
+from mjrl.cli.train import parse_train_args
+from mjrl.runner.config import TrainConfig
+from mjrl.tasks import load_task
+
+TASK = "Mjrl-Cartpole-Balance"
+DEFAULT = TrainConfig.for_task(load_task(TASK))
+SECTIONS = TrainConfig.split["agent"]
+
+
+def _value_tokens(value) -> list[str]:
+    if isinstance(value, tuple):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def _field(cfg, flag: str):
+    for part in flag.removeprefix("--").split("."):
+        cfg = getattr(cfg, part.replace("-", "_"))
+    return cfg
+
+
+FORMER_AGENT_FLAGS = [flag for flag in known_flags(DEFAULT) if flag.split(".")[0].removeprefix("--") in SECTIONS]
+
+
+def test_every_former_agent_flag_is_rewritten_to_the_section_that_holds_it():
+    """`--agent.X` becomes `--runner.X`, `--algorithm.X` or `--policy.X`, whichever has X."""
+    assert len(FORMER_AGENT_FLAGS) > 30
+    for flag in FORMER_AGENT_FLAGS:
+        old = "--agent." + flag.split(".", 1)[1]
+        notes = io.StringIO()
+        tokens = _value_tokens(_field(DEFAULT, flag))
+        assert rename_known_flags([old, *tokens], DEFAULT, notes) == [flag, *tokens]
+        assert notes.getvalue() == f"note: {old} is now {flag}\n"
+        equals = rename_known_flags([f"{old}=1"], DEFAULT, io.StringIO())
+        assert equals == [f"{flag}=1"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value", "expected"),
+    [
+        (["--agent.max-iterations"], "--runner.max-iterations", "7", 7),
+        (["--agent.save-interval"], "--runner.save-interval", "3", 3),
+        (["--agent.learning-rate"], "--algorithm.learning-rate", "0.002", 0.002),
+        (["--agent.actor-hidden-dims"], "--policy.actor-hidden-dims", "16", (16,)),
+        (["--agent.symmetry.augment"], "--algorithm.symmetry.augment", "True", True),
+        (["--env.scene.num-envs"], "--env.num-envs", "12", 12),
+        (["--agent.seed"], "--seed", "9", 9),
+    ],
+)
+def test_an_old_spelling_sets_the_value_of_its_new_flag(old, new, value, expected, capsys):
+    _, cfg = parse_train_args([TASK, *old, value])
+    assert _field(cfg, new) == expected
+    assert f"note: {old[0]} is now {new}" in capsys.readouterr().err
+
+
+def test_a_run_started_with_mjlab_spellings_records_the_values_in_its_config(log_root: Path):
+    result = run_main(
+        "train", TASK, *TINY_RUN, "--agent.max-iterations", "2", "--env.scene.num-envs", "6", "--agent.seed", "5",
+        "--agent.save-interval", "1", "--log-root", str(log_root),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 4, result.stderr
+    config = yaml.safe_load((Path(last_json(result.stdout)["run_dir"]) / "config.yaml").read_text())
+    assert config["runner"]["max_iterations"] == 2 and config["runner"]["save_interval"] == 1
+    assert config["env"]["num_envs"] == 6 and config["seed"] == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--runner.max-iteration", "3"],
+            "unknown flag --runner.max-iteration (did you mean --runner.max-iterations?)",
+        ),  # noqa: E501
+        (["--agent.bogus", "3"], "unknown flag --agent.bogus (no flag is close)"),
+        (["--env.num-env=4"], "unknown flag --env.num-env (did you mean --env.num-envs?)"),
+    ],
+)
+def test_an_unknown_flag_is_refused_with_the_closest_real_ones(args, line, log_root: Path):
+    result = run_main("train", TASK, *args, "--log-root", str(log_root))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"train: error: {line} (see `train {TASK} --help`)"
+    assert not log_root.exists()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # tyro's get_parser, read here only
+def test_every_flag_known_to_the_rewrite_is_a_flag_of_tyros_parser():
+    """`known_flags` walks the config as tyro names its flags (a flattened section's at the top)."""
+    import tyro
+
+    parser = tyro.extras.get_parser(type(DEFAULT), default=DEFAULT, config=(tyro.conf.FlagConversionOff,))
+    options = {option for action in parser._actions for option in action.option_strings}
+    flags = set(known_flags(DEFAULT))
+    assert {"--env.num-envs", "--runner.max-iterations", "--seed", "--nproc-per-node"} <= flags
+    assert flags == options - {"-h", "--help"}
