@@ -86,7 +86,7 @@ def test_a_run_started_with_mjlab_spellings_records_the_values_in_its_config(log
         (
             ["--runner.max-iteration", "3"],
             "unknown flag --runner.max-iteration (did you mean --runner.max-iterations?)",
-        ),  # noqa: E501
+        ),
         (["--agent.bogus", "3"], "unknown flag --agent.bogus (no flag is close)"),
         (["--env.num-env=4"], "unknown flag --env.num-env (did you mean --env.num-envs?)"),
     ],

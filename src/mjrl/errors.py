@@ -1,5 +1,7 @@
 """The one exception type that means "the user asked for something we cannot do"."""
 
+import errno
+
 
 class UsageError(Exception):
     """Bad input from the user: the CLI prints the message on one line and exits with code 2."""
@@ -17,5 +19,18 @@ class OutputError(UsageError):
 
 
 def cannot_write(path: object, exc: OSError, then: str = "run it again") -> OutputError:
+    """The one line for a write the OS refused, with what fixes its cause."""
     cause = exc.strerror or type(exc).__name__
-    return OutputError(f"cannot write {path}: {cause}; free space or fix the permissions, then {then}")
+    return OutputError(f"cannot write {path}: {cause}; {_fix(exc.errno)}, then {then}")
+
+
+def _fix(code: int | None) -> str:
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "free space or raise the limit"
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        return "a file stands where a folder must be: remove it or choose another path"
+    if code == errno.EISDIR:
+        return "a folder stands where the file must be: remove it or name a file"
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "fix the permissions or choose another path"
+    return "choose another path"

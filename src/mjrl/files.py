@@ -5,7 +5,9 @@ the temporary file is removed."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,3 +33,27 @@ def write_text(path: Path, text: str, then: str = "run it again") -> None:
     """`path.write_text(text)`, whole or not at all."""
     with atomic_target(path, then) as tmp:
         tmp.write_text(text)
+
+
+def make_dirs(path: Path, then: str = "run it again") -> None:
+    """`path.mkdir(parents=True, exist_ok=True)`; a refusal (a file in the way, no permission, a
+    read-only or full filesystem) becomes an `OutputError` naming `path`."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(path, exc, then) from exc
+
+
+def prepare_output_file(path: Path, then: str = "run it again") -> None:
+    """Before a command's work: the folder of the file it will write exists (made if need be), and
+    `path` itself is not a folder. Whatever the OS refuses is one `OutputError` now, not a
+    traceback after the work."""
+    if path.is_dir():
+        raise cannot_write(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), then)
+    make_dirs(path.parent, then)
+    try:  # a folder that exists but takes no file (read-only, immutable, full) says so now too
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise cannot_write(path, exc, then) from exc

@@ -14,7 +14,7 @@ from mjrl.checkpoint import RESUME_HINT, remove_stale_temporaries
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
-from mjrl.files import write_text
+from mjrl.files import make_dirs, write_text
 from mjrl.runner.config import TrainConfig, experiment_config
 from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
 from mjrl.runner.state import TrainingState
@@ -46,7 +46,7 @@ class RunOutputs:
         """Rank 0 creates the run directory; then every rank opens its own log file in it."""
         ctx = self.ctx
         if ctx.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.run_dir, RESUME_HINT)
         ctx.barrier()
         self.rank_log = RankLog(self.run_dir / "ranks" / f"rank_{ctx.rank}.log", echo_stdout=ctx.is_main)
         self.rank_log.note(

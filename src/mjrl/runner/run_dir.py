@@ -7,7 +7,8 @@ import itertools
 import re
 from pathlib import Path
 
-from mjrl.errors import UsageError
+from mjrl.errors import UsageError, cannot_write
+from mjrl.files import make_dirs
 
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}")
 
@@ -19,13 +20,15 @@ def claim_run_dir(log_root: str, task: str, run_name: str, now: datetime.datetim
     Checking for a free name first and creating it later let two runs share one."""
     stamp = (now or datetime.datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
     base = Path(log_root) / task / (f"{stamp}_{run_name}" if run_name else stamp)
-    base.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(base.parent)
     for n in itertools.count():
         path = base if n == 0 else base.with_name(f"{base.name}-{n}")
         try:
             path.mkdir()
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise cannot_write(path, exc) from exc
         return path
     raise AssertionError("unreachable")
 

@@ -16,6 +16,7 @@ from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID
 from mjrl.errors import SharedUsageError, UsageError
+from mjrl.files import make_dirs, write_text
 from mjrl.rl import Algorithm
 from mjrl.runner.config import TRAINED, TrainConfig
 from mjrl.runner.run_dir import claim_run_dir, newest_config, newest_run_dir
@@ -91,8 +92,8 @@ def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[
         run_dir = Path(marker.read_text().strip())
         return run_dir, any((run_dir / "checkpoints").glob("model_*.pt"))
     run_dir = claim_run_dir(cfg.log_root, task_name, cfg.run_name)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(str(run_dir))
+    make_dirs(marker.parent)
+    write_text(marker, str(run_dir))
     return run_dir, False
 
 

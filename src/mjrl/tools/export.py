@@ -21,7 +21,7 @@ import torch
 
 from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
-from mjrl.files import atomic_target
+from mjrl.files import atomic_target, make_dirs
 from mjrl.rl.networks import ActorCritic, DeployedActor
 
 Format = Literal["onnx", "torchscript"]
@@ -130,7 +130,7 @@ def export_policy(
     if scaled_actions:
         model = DeployedActor(policy, offset, env.action_scale, cfg.action_clip)
     obs_size = model.obs_mean.shape[0]
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(out.parent)
     example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph
     writers = {"onnx": _write_onnx, "torchscript": _write_torchscript}
     if fmt not in writers:

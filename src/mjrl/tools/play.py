@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from mjrl.errors import UsageError
+from mjrl.files import prepare_output_file
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
@@ -105,6 +106,7 @@ def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
         raise UsageError(f"--video {out}: the file name must end in .mp4")
     if cfg.video_seconds <= 0 or cfg.video_fps < 0:
         raise UsageError("--video-seconds must be positive and --video-fps at least 0")
+    prepare_output_file(out)
     backend = pick_gl_backend()  # before the slow part: a machine that cannot draw says so at once
     device = resolve_device(cfg.device)
     if device.type == "cpu":

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mjrl.errors import UsageError
-from mjrl.files import atomic_target
+from mjrl.files import atomic_target, prepare_output_file
 
 XAxis = Literal["iteration", "env_steps", "wall_s"]
 X_LABELS = {"iteration": "iteration", "env_steps": "env steps", "wall_s": "wall time (s)"}
@@ -154,8 +154,7 @@ def _save_atomically(figure: Any, out: Path) -> Path:
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in figure.canvas.get_supported_filetypes():
         raise UsageError(f"--out {out}: unknown image type {out.suffix!r}; use .png, .svg or .pdf")
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {out}: directory {out.parent} does not exist")
+    prepare_output_file(out)
     with atomic_target(out) as tmp:
         figure.savefig(tmp, format=fmt)
     return out

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from mjrl.errors import cannot_write
-from mjrl.files import atomic_target
+from mjrl.files import atomic_target, make_dirs
 
 if TYPE_CHECKING:  # importing MuJoCo here would fix its GL backend in the training process
     from mjrl.sim.scene import Scene
@@ -93,7 +93,7 @@ def render_clip(
     with `gif`), `size` pixels wide and high. Returns the number of frames."""
     from mjrl.sim.render import FrameRenderer
 
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(Path(out).parent)
     renderer = FrameRenderer(scene, *size)
     try:
         frames = [renderer.render(qpos[i]) for i in frame_indices(len(qpos), state_fps, fps)]
