@@ -1,5 +1,6 @@
 """Bad input on the newer surfaces (play and its videos, export, plot, config files, resume
-directories, robot configs and MJCF files), found adversarially: each answer is one line saying
+directories, robot configs and MJCF files, terrain and height scan, gait and locked joints,
+distillation, symmetry, the launcher's counts), found adversarially: each answer is one line saying
 what is wrong, exit code 2, no traceback, and nothing written."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import pytest
 from conftest import TINY_RUN, last_json, run_main
 
 BALANCE, SWINGUP, GO1 = "Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped"
+ROUGH, HUMANOID = "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Humanoid"
+STUDENT = "Mjrl-Velocity-Flat-Quadruped-Student"
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +94,38 @@ CASES = {
     "robot-base-body": (["train", GO1, "--env.robot.base-body", "nope"], "base_body names no body 'nope'"),
     "robot-joint": (["train", GO1, "--env.robot.joints", "FR_hip_joint", "knee"], "names no joint 'knee'"),
     "robot-keyframe": (["train", GO1, "--env.robot.home-keyframe", "sit"], "names no keyframe 'sit'"),
+    # terrain and height scan
+    "terrain-type": (["train", ROUGH, "--env.terrain.types", "rough", "lava"], "--env.terrain.types must name"),
+    "terrain-spawn-type": (["train", ROUGH, "--env.terrain.types", "rough", "--env.terrain.spawn-type", "stairs_up"],
+                           "is not one of --env.terrain.types: rough"),
+    "terrain-initial-row": (["train", ROUGH, "--env.terrain.max-initial-row", "20"], "past the last row (9)"),
+    "terrain-platform": (["train", ROUGH, "--env.terrain.platform", "9"], "must fit in --env.terrain.patch-size"),
+    "terrain-resolution": (["train", ROUGH, "--env.terrain.resolution", "9"], "at least 4 height samples"),
+    "terrain-spawn-row-on-flat": (["train", GO1, "--env.terrain.spawn-row", "3"], "this terrain is flat"),
+    "terrain-spawn-type-on-flat": (["train", GO1, "--env.terrain.spawn-type", "stairs_up"], "this terrain is flat"),
+    "scan-off-grid": (["train", ROUGH, "--env.height-scan.resolution", "0.3"], "whole multiples"),
+    # the humanoid's gait and locked joints
+    "gait-offsets": (["train", HUMANOID, "--env.gait.foot-phase-offsets", "0", "0.5", "0.25"], "give one per foot"),
+    "gait-period": (["train", HUMANOID, "--env.gait.period-s", "0"], "--env.gait.period-s"),
+    "gait-stance": (["train", HUMANOID, "--env.gait.stance-fraction", "1"], "--env.gait.stance-fraction"),
+    "gait-paid-joints": (["train", HUMANOID, "--env.gait.paid-joints", "tail*"], "match none of the swing joints"),
+    "gait-swing-joints": (["train", HUMANOID, "--env.gait.swing-joint-offsets", "tail*", "0.3"], "match none"),
+    "locked-joint": (["train", HUMANOID, "--env.robot.locked-joints", "tail"], "has no hinge joint 'tail'"),
+    # distillation and symmetry
+    "teacher-missing": (["train", STUDENT, "--distillation.teacher", "{root}/none"], "no checkpoint file"),
+    "teacher-of-other-task": (["train", STUDENT, "--distillation.teacher", "{balance}"], "this task's teacher group"),
+    "teacher-for-plain-task": (["train", GO1, "--distillation.teacher", "{balance}"], "distil into a student task"),
+    "symmetry-negative": (["train", BALANCE, "--algorithm.symmetry.mirror-loss-coef", "-1"], "at least 0"),
+    "symmetry-without-mirrors": (["train", GO1, "--env.robot.mirror-names", "--algorithm.symmetry.augment", "True"],
+                                 "has no mirror_names"),
+    # video sizes and the launcher's counts
+    "video-odd-size": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4", "--video-size", "17",
+                        "17"], "even sizes only"),
+    "video-tiny": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4", "--video-size", "8", "8"],
+                   "--video-size"),
+    "launcher-procs": (["train", BALANCE, "--nproc-per-node", "100000"], "processes for each of this machine's"),
+    "launcher-nodes": (["train", BALANCE, "--nproc-per-node", "1", "--nnodes", "0"], "--nnodes must be at least 1"),
+    "launcher-restarts": (["train", BALANCE, "--nproc-per-node", "1", "--max-restarts", "-1"], "--max-restarts"),
 }  # fmt: skip
 
 

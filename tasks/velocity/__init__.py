@@ -78,6 +78,8 @@ def _observations(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dic
     if clock is not None:
         actor["gait_clock"] = ObsTerm(clock.observation, mirror=legged.mirror_gait_clock)
     if cfg.height_scan.enabled:
+        if problem := mdp.scan_problem(cfg.height_scan.size, cfg.height_scan.resolution):
+            raise UsageError(problem)
         scan = mdp.HeightScan(cfg.height_scan.size, cfg.height_scan.resolution)
         actor["height_scan"] = ObsTerm(
             scan, noise_std=noise.height_scan, std_floor=cfg.height_scan.std_floor, mirror=scan.mirror

@@ -8,6 +8,7 @@ torchrun's: etcd rendezvous, three restarts) and runs a module-level worker func
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 import time
 import uuid
@@ -26,6 +27,9 @@ from mjrl.errors import UsageError
 
 MONITOR_INTERVAL_S = 0.1
 """How often torch's agent checks its workers."""
+MAX_PROCS_PER_CORE = 8
+"""Each rank is a process with its own interpreter, torch and kernels (about 0.7 GB on the CPU):
+more than this many per core only runs out of memory or file handles, with a traceback."""
 NEWER_LAUNCH_FIELDS = {"shutdown_timeout", "duplicate_stdout_filters", "duplicate_stderr_filters", "virtual_local_rank"}
 """LaunchConfig fields that older torch releases (the GPU image's 2.11) may lack."""
 
@@ -46,6 +50,12 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         split_endpoint(opts.rdzv_endpoint)
     if opts.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be at least 1")
+    cores = os.cpu_count() or 1
+    if opts.nproc_per_node > MAX_PROCS_PER_CORE * cores:
+        raise UsageError(
+            f"--nproc-per-node {opts.nproc_per_node} is more than {MAX_PROCS_PER_CORE} processes for each of this "
+            f"machine's {cores} cores; give at most {MAX_PROCS_PER_CORE * cores}"
+        )
     if opts.nnodes < 1:
         raise UsageError("--nnodes must be at least 1")
     if opts.nnodes > 1 and not opts.rdzv_endpoint:

@@ -218,6 +218,17 @@ class HeightScan:
         return ColumnMirror(source, torch.ones(width))
 
 
+def scan_problem(size: tuple[float, float], resolution: float) -> str | None:
+    """Why a scan of `size` at `resolution` would not be a grid centred on the base, or None: a
+    side that is no whole multiple of the spacing leaves its last point short of the edge."""
+    if all(abs(side / resolution - round(side / resolution)) < 1e-6 for side in size):
+        return None
+    return (
+        f"--env.height-scan.size {size[0]:g} {size[1]:g} must be whole multiples of "
+        f"--env.height-scan.resolution {resolution:g}, so that the points are centred on the base"
+    )
+
+
 def scan_offsets(size: tuple[float, float], resolution: float, device: torch.device) -> torch.Tensor:
     """(points, 2) offsets of a centred grid of `size` at `resolution`, x varying fastest."""
     xs = torch.arange(round(size[0] / resolution) + 1, device=device) * resolution - size[0] / 2

@@ -119,6 +119,8 @@ class TerrainGrid:
 
 def check_terrain(cfg: TerrainConfig) -> str | None:
     """What is wrong with `cfg` beyond its numeric ranges, as one line, or None."""
+    if cfg.kind == "flat":
+        return _grid_settings_on_flat(cfg)
     unknown = [t for t in cfg.types if t not in TERRAIN_TYPES]
     if unknown or not cfg.types:
         return f"--env.terrain.types must name some of {', '.join(TERRAIN_TYPES)} (got {' '.join(cfg.types) or 'none'})"
@@ -126,11 +128,24 @@ def check_terrain(cfg: TerrainConfig) -> str | None:
         return f"--env.terrain.spawn-type {cfg.spawn_type} is not one of --env.terrain.types: {', '.join(cfg.types)}"
     if cfg.spawn_row >= cfg.rows:
         return f"--env.terrain.spawn-row {cfg.spawn_row} is past the last row ({cfg.rows - 1})"
+    if cfg.max_initial_row >= cfg.rows:
+        return f"--env.terrain.max-initial-row {cfg.max_initial_row} is past the last row ({cfg.rows - 1})"
     if cfg.platform + 2 * cfg.spawn_jitter > cfg.patch_size:
         return "--env.terrain.platform plus twice --env.terrain.spawn-jitter must fit in --env.terrain.patch-size"
     if cfg.patch_size < 4 * cfg.resolution:
         return "--env.terrain.patch-size must span at least 4 height samples (--env.terrain.resolution)"
     return None
+
+
+def _grid_settings_on_flat(cfg: TerrainConfig) -> str | None:
+    """Where to spawn on a grid means nothing on a flat plane, and would be ignored without a
+    word (an evaluation on the hardest stairs that ran on flat ground), so it is refused. The
+    grid's shape is left alone: a rough run played on flat ground carries its own."""
+    asked = [name for name, unset in (("spawn_row", -1), ("spawn_type", "")) if getattr(cfg, name) != unset]
+    if not asked:
+        return None
+    flags = " and ".join(f"--env.terrain.{name.replace('_', '-')}" for name in asked)
+    return f"{flags} choose patches of a terrain grid, and this terrain is flat; add --env.terrain.kind grid"
 
 
 def generate_terrain(cfg: TerrainConfig) -> TerrainGrid:

@@ -106,6 +106,9 @@ def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
         raise UsageError(f"--video {out}: the file name must end in .mp4")
     if cfg.video_seconds <= 0 or cfg.video_fps < 0:
         raise UsageError("--video-seconds must be positive and --video-fps at least 0")
+    if any(side % 2 for side in cfg.video_size):
+        width, height = cfg.video_size
+        raise UsageError(f"--video-size {width} {height}: H.264 takes even sizes only; give even numbers")
     prepare_output_file(out)
     backend = pick_gl_backend()  # before the slow part: a machine that cannot draw says so at once
     device = resolve_device(cfg.device)
