@@ -150,7 +150,7 @@ def test_export_errors_are_one_line(train_once, tmp_path, capsys):
         ([CARTPOLE], "give exactly one of --checkpoint PATH or --run-dir DIR"),
         ([QUADRUPED, "--run-dir", run_dir], f"belongs to task '{CARTPOLE}'"),
         ([CARTPOLE, "--run-dir", run_dir, "--format", "tflite"], "--format"),
-        ([CARTPOLE, "--run-dir", run_dir, "--out", str(tmp_path)], "is a directory"),
+        ([CARTPOLE, "--run-dir", run_dir, "--out", str(tmp_path)], "a folder stands where the file must be"),
     ]
     for args, needle in cases:
         assert mjrl_main(["export", *args]) == 2, args

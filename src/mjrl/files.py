@@ -44,12 +44,17 @@ def make_dirs(path: Path, then: str = "run it again") -> None:
         raise cannot_write(path, exc, then) from exc
 
 
+def refuse_folder(path: Path, then: str = "run it again") -> None:
+    """An `OutputError` when `path`, where a file is to be written, is a folder."""
+    if path.is_dir():
+        raise cannot_write(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), then)
+
+
 def prepare_output_file(path: Path, then: str = "run it again") -> None:
     """Before a command's work: the folder of the file it will write exists (made if need be), and
     `path` itself is not a folder. Whatever the OS refuses is one `OutputError` now, not a
     traceback after the work."""
-    if path.is_dir():
-        raise cannot_write(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), then)
+    refuse_folder(path, then)
     make_dirs(path.parent, then)
     try:  # a folder that exists but takes no file (read-only, immutable, full) says so now too
         fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")

@@ -49,13 +49,14 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     """Load the checkpoint, build one env on the CPU for the observation layout, export."""
     import torch
 
-    from mjrl.files import prepare_output_file
+    from mjrl.files import prepare_output_file, refuse_folder
     from mjrl.tools.export import default_output, export_policy
     from mjrl.tools.trained import load_checkpoint_of, load_trained, trained_env_config
 
     path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
     run_dir = Path(cfg.run_dir) if cfg.run_dir else _run_dir_of(path)
     out = Path(cfg.out) if cfg.out else default_output(run_dir, cfg.format)
+    refuse_folder(out)  # before its name's suffix is judged
     suffixes = {"onnx": (".onnx",), "torchscript": (".pt", ".ts")}[cfg.format]
     if out.suffix not in suffixes:
         raise UsageError(f"--out {out}: a {cfg.format} model's file name must end in {' or '.join(suffixes)}")
