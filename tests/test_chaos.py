@@ -1,4 +1,4 @@
-"""The chaos soak's short version: a 2-rank job killed, hung and preempted, each for real, then
+"""The chaos soak's short version: a 2-rank job killed and preempted, each for real, then
 checked (`scripts/bench_chaos.py`, whose 20-minute run is a benchmark)."""
 
 from __future__ import annotations
@@ -11,19 +11,21 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_chaos.py"
 
 
-def test_a_job_killed_hung_and_preempted_loses_no_iteration_and_still_plays(tmp_path):
+def test_a_job_killed_and_preempted_loses_no_iteration_and_still_plays(tmp_path):
+    # A stopped (hung) rank, the soak's third fault, is left to the soak itself and to
+    # test_faults.py's watchdog test: here it cost 20 s of the suite's budget for no other check.
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--log-root", str(tmp_path), "--sequence", "kill", "stop", "preempt",
+        [sys.executable, str(SCRIPT), "--log-root", str(tmp_path), "--sequence", "kill", "preempt",
          "--gap-s", "1", "2", "--save-interval", "10"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     faults, summary = lines[:-1], lines[-1]
-    assert [f["fault"] for f in faults] == ["kill", "stop", "preempt"]
+    assert [f["fault"] for f in faults] == ["kill", "preempt"]
     # Each restart goes on from the newest checkpoint: at most an interval is redone; a
     # preemption writes one as it stops and redoes nothing.
-    assert all(0 <= f["redone"] <= 10 for f in faults) and faults[2]["redone"] == 0
+    assert all(0 <= f["redone"] <= 10 for f in faults) and faults[1]["redone"] == 0
     assert summary["continuous"] and summary["duplicates"] == 0 and summary["plays"]
     # Each fault may add one checkpoint (the stop it causes writes one, off the interval), and
     # the logs a few lines: disk use grows with the faults, not beyond.
