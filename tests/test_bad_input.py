@@ -98,7 +98,6 @@ CASES = {
     "terrain-type": (["train", ROUGH, "--env.terrain.types", "rough", "lava"], "--env.terrain.types must name"),
     "terrain-spawn-type": (["train", ROUGH, "--env.terrain.types", "rough", "--env.terrain.spawn-type", "stairs_up"],
                            "is not one of --env.terrain.types: rough"),
-    "terrain-initial-row": (["train", ROUGH, "--env.terrain.max-initial-row", "20"], "past the last row (9)"),
     "terrain-platform": (["train", ROUGH, "--env.terrain.platform", "9"], "must fit in --env.terrain.patch-size"),
     "terrain-resolution": (["train", ROUGH, "--env.terrain.resolution", "9"], "at least 4 height samples"),
     "terrain-spawn-row-on-flat": (["train", GO1, "--env.terrain.spawn-row", "3"], "this terrain is flat"),

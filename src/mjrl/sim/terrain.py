@@ -66,7 +66,7 @@ class TerrainConfig:
     curriculum: bool = True
     """Move each env up or down a row after every episode by how far it walked (legged_gym's rule)."""
     max_initial_row: int = 4
-    """Envs start on rows drawn uniformly from 0 to this."""
+    """Envs start on rows drawn uniformly from 0 to this (the last row when there are fewer)."""
     spawn_row: int = -1
     """Put every env on this row and keep it there (no curriculum); -1: the curriculum decides.
     For evaluation: `play ... --env.terrain.spawn-row 9 --env.terrain.spawn-type stairs_up`."""
@@ -128,8 +128,6 @@ def check_terrain(cfg: TerrainConfig) -> str | None:
         return f"--env.terrain.spawn-type {cfg.spawn_type} is not one of --env.terrain.types: {', '.join(cfg.types)}"
     if cfg.spawn_row >= cfg.rows:
         return f"--env.terrain.spawn-row {cfg.spawn_row} is past the last row ({cfg.rows - 1})"
-    if cfg.max_initial_row >= cfg.rows:
-        return f"--env.terrain.max-initial-row {cfg.max_initial_row} is past the last row ({cfg.rows - 1})"
     if cfg.platform + 2 * cfg.spawn_jitter > cfg.patch_size:
         return "--env.terrain.platform plus twice --env.terrain.spawn-jitter must fit in --env.terrain.patch-size"
     if cfg.patch_size < 4 * cfg.resolution:
