@@ -71,6 +71,14 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
     assert state["iteration"] == 4
     for name, value in original["policy"].items():
         assert torch.equal(state["teacher"][name], value), name
+    # Another teacher would be ignored (the checkpoint holds the first): refused, nothing written.
+    other = tmp_path / "other_teacher"
+    shutil.copytree(teacher, other)
+    swapped = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--distillation.teacher",
+                       str(other), "--runner.max-iterations", "5")  # fmt: skip
+    assert swapped.returncode == 2 and f"this run distils from {own_teacher}" in swapped.stderr, swapped.stderr
+    assert len(swapped.stderr.strip().splitlines()) == 1
+    assert [row["iteration"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
     # A student's run goes on only as a distillation, and a teacher's only with PPO.
     as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--distillation.teacher", "",
                       "--runner.max-iterations", "5")  # fmt: skip

@@ -59,8 +59,21 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
         # A resume continues the experiment the run was: its own config is the base, and what
         # the command line gives changes it. Starting from the task's defaults instead quietly
         # changed the rewards of a run resumed without its --config.
-        cfg = _compose(task_name, _run_config(defaults, run_config, task_name), preset, saved, args)
+        run = _run_config(defaults, run_config, task_name)
+        cfg = _compose(task_name, run, preset, saved, args)
+        _check_same_teacher(run.distillation.teacher, cfg.distillation.teacher)
     return task, cfg
+
+
+def _check_same_teacher(trained_with: str, given: str) -> None:
+    """A student resumes with the teacher in its own checkpoint; another one named on the command
+    line would be ignored without a word, so it is refused (no teacher at all is refused later,
+    by the checkpoint, which says it is a distillation's)."""
+    if trained_with and given and Path(given).resolve() != Path(trained_with).resolve():
+        raise UsageError(
+            f"--distillation.teacher {given}: this run distils from {trained_with}, whose weights its checkpoint "
+            "holds; resume it without --distillation.teacher, or start a new run to distil from another teacher"
+        )
 
 
 def _compose(task_name: str, base: TrainConfig, preset: str | None, saved: dict | None, args: list[str]) -> TrainConfig:
