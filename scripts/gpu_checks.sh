@@ -37,6 +37,7 @@
 set -uo pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: some phases run their commands from another folder
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
@@ -167,7 +168,7 @@ mjlab() {
   fi
   run 60 $mj $mpy scripts/mjlab_go1.py --out /tmp/go1_mjlab || return 1
   mkdir -p /tmp/mjlab_run
-  gpu_memory mjlab run "${MJLAB_S:-210}" bash -c "cd /tmp/mjlab_run && $mj $mpy -u -m mjlab.scripts.train \
+  gpu_memory mjlab run "${MJLAB_S:-210}" bash -c "set -o pipefail; cd /tmp/mjlab_run && $mj $mpy -u -m mjlab.scripts.train \
     Mjlab-Velocity-Flat-Unitree-Go1 --env.scene.num-envs $envs --agent.max-iterations 3000 --agent.seed 1 \
     --agent.logger tensorboard ${gpus[*]} 2>&1 | stamp > $OUT/mjlab_go1.log"
   tail -25 "$OUT/mjlab_go1.log" | tee -a "$log"

@@ -34,7 +34,7 @@ echo "pack_mjlab: downloading ${#pkgs[@]} wheels for Python 3.12"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any \
-  -d "$work/wheels" "${pkgs[@]}" 2>&1 | grep -v -i warning || true
+  -d "$work/wheels" "${pkgs[@]}" 2>&1 | { grep -v -i warning || true; }
 
 # imageio-ffmpeg without its ffmpeg binary (see above): the module imports, get_ffmpeg_exe fails.
 wheel=$(ls "$work"/wheels/imageio_ffmpeg-*.whl)

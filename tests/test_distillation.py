@@ -113,3 +113,16 @@ def test_teachers_a_student_cannot_learn_from_are_refused_and_nothing_is_written
         assert result.returncode == 2, (task, source, result.stderr[-2000:])
         assert message in result.stderr and "Traceback" not in result.stderr
         assert not log_root.exists(), (task, source)
+
+
+def test_a_teacher_recorded_relatively_is_the_same_named_from_another_folder(tmp_path, monkeypatch):
+    """A run records its teacher as given (`logs/T/run`); resumed from the folder above, the same
+    teacher is `proj/logs/T/run` or its absolute path, and is not refused as another one."""
+    from mjrl.cli.train import _same_path
+
+    (tmp_path / "proj" / "logs" / "T" / "run").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert _same_path("proj/logs/T/run", "logs/T/run")
+    assert _same_path(str(tmp_path / "proj" / "logs" / "T" / "run"), "logs/T/run")
+    assert not _same_path("proj/logs/U/run", "logs/T/run")
+    assert not _same_path("/elsewhere/run", str(tmp_path / "proj" / "logs" / "T" / "run"))

@@ -108,3 +108,25 @@ def test_every_flag_known_to_the_rewrite_is_a_flag_of_tyros_parser():
     flags = set(known_flags(DEFAULT))
     assert {"--env.num-envs", "--runner.max-iterations", "--seed", "--nproc-per-node"} <= flags
     assert flags == options - {"-h", "--help"}
+
+
+def test_every_unknown_flag_is_named_however_many_and_values_are_not(log_root: Path):
+    """tyro wraps its list at the console's width; the names come from the command line."""
+    args = ["--runner.max-iteration", "3", "--algorithm.learning-rat", "0.001", "--env.num-env", "8", "--bogus", "-0.5"]
+    result = run_main("train", TASK, *args, "--log-root", str(log_root))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    for name in ("--runner.max-iteration ", "--algorithm.learning-rat ", "--env.num-env ", "--bogus "):
+        assert name in result.stderr, (name, result.stderr)
+    assert "-0.5" not in result.stderr
+
+
+def test_plays_count_of_envs_takes_mjlabs_spelling_and_a_resume_notes_once(log_root: Path, capsys):
+    from mjrl.tools.play import PlayConfig
+
+    play_default = PlayConfig(env=DEFAULT.env)
+    assert rename_known_flags(["--env.scene.num-envs", "4"], play_default, io.StringIO()) == ["--num-envs", "4"]
+    first = run_main("train", TASK, *TINY_RUN, "--runner.max-iterations", "1", "--log-root", str(log_root))
+    assert first.returncode == 0, first.stderr[-2000:]
+    capsys.readouterr()
+    parse_train_args([TASK, "--resume", "True", "--log-root", str(log_root), "--agent.max-iterations", "3"])
+    assert capsys.readouterr().err.count("note: --agent.max-iterations is now --runner.max-iterations") == 1

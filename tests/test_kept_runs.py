@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from mjrl.checkpoint import load_checkpoint
 from mjrl.envs.robot import robot_file
 
 RUNS = Path(__file__).resolve().parent.parent / "runs"
@@ -37,6 +38,15 @@ def test_no_kept_config_names_a_path_of_the_training_machine(capsys):
         if mjcf is not None:
             assert robot_file(mjcf).is_file(), f"{config}: {mjcf} is no robot here"
     assert capsys.readouterr().err == ""  # no note about a missing file
+
+
+def test_no_kept_checkpoint_names_a_path_of_the_training_machine():
+    """`play --run-dir` reads the config inside the checkpoint, not the YAML files beside it."""
+    checkpoints = sorted(RUNS.glob("*/checkpoints/*.pt"))
+    assert checkpoints, "runs/ keeps no checkpoint"
+    for checkpoint in checkpoints:
+        absolute = [s for s in _strings(load_checkpoint(checkpoint)["config"]) if s.startswith("/")]
+        assert not absolute, f"{checkpoint.relative_to(RUNS)} names {absolute} in its config"
 
 
 def test_the_kept_runs_stay_within_their_size_bound():

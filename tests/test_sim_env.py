@@ -264,6 +264,8 @@ def test_a_capped_solver_is_silent_and_a_buffer_overflow_still_warns(capfd):
     """A solver capped at a few iterations (mjlab's velocity tasks cap it at 10) stops at its cap by
     design: mujoco_warp would print a line per world and substep from the kernel, dozens per env
     step at 4096 worlds. A contact buffer too small for the worlds' contacts is still reported."""
+    import mujoco_warp as mjw
+
     task = load_task("Mjrl-Velocity-Flat-Quadruped")
     spec = task.build(task.env_cfg)
     model = spec.scene.build()[0]
@@ -283,5 +285,8 @@ def test_a_capped_solver_is_silent_and_a_buffer_overflow_still_warns(capfd):
             torch.cuda.synchronize()  # a kernel's printf reaches stdout when the kernel ends
         out = capfd.readouterr()
         printed[name] = out.out + out.err
+    # The caps were reached (mujoco_warp still flags them per world), and nothing was printed.
+    caps = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
+    assert (sims["capped"].data.overflow.numpy() & caps).any()
     assert "iterations limit reached" not in printed["capped"]
     assert "overflow" in printed["overflowing"].lower()

@@ -30,7 +30,7 @@ def _fix(code: int | None) -> str:
     if code in (errno.ENOTDIR, errno.EEXIST):
         return "a file stands where a folder must be: remove it or choose another path"
     if code == errno.EISDIR:
-        return "a folder stands where the file must be: remove it or name a file"
+        return "a folder stands where the file must be: name a file (inside it, or elsewhere)"
     if code in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "fix the permissions or choose another path"
     return "choose another path"

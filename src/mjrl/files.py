@@ -51,13 +51,18 @@ def refuse_folder(path: Path, then: str = "run it again") -> None:
 
 
 def prepare_output_file(path: Path, then: str = "run it again") -> None:
-    """Before a command's work: the folder of the file it will write exists (made if need be), and
-    `path` itself is not a folder. Whatever the OS refuses is one `OutputError` now, not a
+    """Before a command's work, with nothing made: `path` is no folder, the nearest folder above
+    it that exists takes files, and nothing but folders stands in the way (the writer makes the
+    missing ones when it writes). Whatever the OS refuses is one `OutputError` now, not a
     traceback after the work."""
     refuse_folder(path, then)
-    make_dirs(path.parent, then)
-    try:  # a folder that exists but takes no file (read-only, immutable, full) says so now too
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():  # a file where a folder must be: name it, not the path below it
+        raise cannot_write(existing, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)), then)
+    try:  # a folder that takes no file (read-only, immutable, full) says so now too
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=f".{path.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:

@@ -53,7 +53,7 @@ def parse_flags(cls: Any, default: T, args: list[str], prog: str, description: s
         if exc.code in (0, None):
             raise
         text = captured.getvalue()
-        unknown = unknown_flags_message(text, default)
+        unknown = unknown_flags_message(text, args, default)
         raise UsageError(f"{unknown} (see `{prog} --help`)" if unknown else _one_line(text, prog)) from None
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
 import sys
+import typing
 from typing import Any, TextIO
+
+import tyro
 
 # mjlab's spellings of mjrl's flags (`--agent.max-iterations` and `--agent.save-interval` are also
 # mjrl's own former spellings, found through the config's `split`).
@@ -41,6 +43,8 @@ def _new_name(name: str, default: Any, flags: set[str]) -> str | None:
         return None
     spelled = name.replace("_", "-")
     new = MJLAB_SPELLINGS.get(spelled)
+    if new == "--env.num-envs" and "--num-envs" in flags:
+        new = "--num-envs"  # play's own count, which its env is built with
     for old, sections in getattr(type(default), "split", {}).items():
         prefix = f"--{old}."
         if new is None and spelled.startswith(prefix):
@@ -56,7 +60,10 @@ def known_flags(default: Any) -> list[str]:
 
     def walk(cfg: Any, prefix: str) -> None:
         flattened = getattr(type(cfg), "flattened", ())
+        hints = typing.get_type_hints(type(cfg), include_extras=True)
         for field in dataclasses.fields(cfg):
+            if tyro.conf.Positional in getattr(hints[field.name], "__metadata__", ()):
+                continue  # given by position, not by a flag
             value = getattr(cfg, field.name)
             name = field.name.replace("_", "-")
             if dataclasses.is_dataclass(value):
@@ -68,19 +75,19 @@ def known_flags(default: Any) -> list[str]:
     return names
 
 
-def unknown_flags_message(tyro_text: str, default: Any) -> str | None:
-    """One line naming the flags tyro did not recognise and the closest real ones; None when
-    tyro's error was about something else."""
-    found = re.search(r"Unrecognized options?: ([^\n│]*)", tyro_text)
-    if found is None:
-        return None
-    unknown = [token.strip() for token in found.group(1).split(",") if token.strip().startswith("-")]
-    if not unknown:
+def unknown_flags_message(tyro_text: str, args: list[str], default: Any) -> str | None:
+    """One line naming the flags of `args` that `default`'s config lacks, with the closest real
+    ones; None when tyro's error was about something else. The names come from `args`, not from
+    tyro's box, which wraps long lists at the console's width."""
+    if "Unrecognized option" not in tyro_text:
         return None
     flags = known_flags(default)
+    unknown = [name for arg in args if arg.startswith("--") and (name := arg.split("=", 1)[0]) not in flags]
+    unknown = [name for name in dict.fromkeys(unknown) if name not in ("--help",)]
+    if not unknown:
+        return None
     parts = []
-    for flag in unknown:
-        name = flag.split("=", 1)[0]
+    for name in unknown:
         close = difflib.get_close_matches(name, flags, n=3, cutoff=0.75)
         parts.append(f"{name} (did you mean {' or '.join(close)}?)" if close else f"{name} (no flag is close)")
     noun = "flag" if len(parts) == 1 else "flags"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mjrl.cli.common import load_preset, parse_flags, pop_option, preset_names, read_yaml, run_command
+from mjrl.cli.flags import rename_known_flags
 from mjrl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     from mjrl.runner.start import resumed_run_config_file
 
     defaults = TrainConfig.for_task(task)
+    args = rename_known_flags(args, defaults)  # once, though the flags may be parsed twice
     cfg = _compose(task_name, defaults, preset, saved, args)
     run_config = resumed_run_config_file(task_name, cfg)
     if run_config is not None:
@@ -69,7 +71,7 @@ def _check_same_teacher(trained_with: str, given: str) -> None:
     """A student resumes with the teacher in its own checkpoint; another one named on the command
     line would be ignored without a word, so it is refused (no teacher at all is refused later,
     by the checkpoint, which says it is a distillation's)."""
-    if trained_with and given and Path(given).resolve() != Path(trained_with).resolve():
+    if trained_with and given and not _same_path(given, trained_with):
         raise UsageError(
             f"--distillation.teacher {given}: this run distils from {trained_with}, whose weights its checkpoint "
             "holds; resume it without --distillation.teacher, or start a new run to distil from another teacher"
@@ -83,6 +85,15 @@ def _compose(task_name: str, base: TrainConfig, preset: str | None, saved: dict 
     cfg = base if preset is None else apply_dict(base, load_preset(preset))
     cfg = cfg if saved is None else apply_dict(cfg, saved)
     return parse_flags(TrainConfig[type(base.env)], cfg, args, f"train {task_name}", f"Train {task_name} with PPO.")
+
+
+def _same_path(given: str, recorded: str) -> bool:
+    """`given` names what `recorded` named: the same path, or (a relative `recorded`, written
+    from another working directory) a path that ends in it."""
+    resolved, parts = Path(given).resolve().parts, Path(recorded).parts
+    if Path(recorded).is_absolute():
+        return resolved == Path(recorded).resolve().parts
+    return resolved[len(resolved) - len(parts) :] == parts or resolved == Path(recorded).resolve().parts
 
 
 def _run_config(defaults: TrainConfig, path: Path, task_name: str) -> TrainConfig:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mjrl.errors import UsageError
-from mjrl.files import atomic_target, prepare_output_file
+from mjrl.files import atomic_target, make_dirs, prepare_output_file
 
 XAxis = Literal["iteration", "env_steps", "wall_s"]
 X_LABELS = {"iteration": "iteration", "env_steps": "env steps", "wall_s": "wall time (s)"}
@@ -155,6 +155,7 @@ def _save_atomically(figure: Any, out: Path) -> Path:
     if fmt not in figure.canvas.get_supported_filetypes():
         raise UsageError(f"--out {out}: unknown image type {out.suffix!r}; use .png, .svg or .pdf")
     prepare_output_file(out)
+    make_dirs(out.parent)
     with atomic_target(out) as tmp:
         figure.savefig(tmp, format=fmt)
     return out
