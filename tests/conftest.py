@@ -124,6 +124,13 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def train_tiny(task: str, log_root: Path, *extra: str) -> Path:
+    """A tiny in-process run of `task` (TINY_RUN, `extra` after it); its run directory."""
+    result = run_main("train", task, *TINY_RUN, *extra, "--log-root", str(log_root))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(last_json(result.stdout)["run_dir"])
+
+
 @pytest.fixture
 def log_root(tmp_path: Path) -> Path:
     return tmp_path / "logs"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
+from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main, train_tiny
 
 from mjrl.checkpoint import load_newest_checkpoint
 
@@ -21,10 +21,7 @@ STUDENT_TASK = "Mjrl-Velocity-Flat-Quadruped-Student"
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory) -> Path:
     """A (barely) trained teacher: what matters is that its actions are not the student's."""
-    root = tmp_path_factory.mktemp("teacher")
-    result = run_main("train", TEACHER_TASK, *TINY_RUN, "--runner.max-iterations", "2", "--log-root", str(root))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return Path(last_json(result.stdout)["run_dir"])
+    return train_tiny(TEACHER_TASK, tmp_path_factory.mktemp("teacher"), "--runner.max-iterations", "2")
 
 
 def distil(teacher: Path, log_root: Path, *args: str):

@@ -10,17 +10,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TINY_RUN, last_json, run_main
+from conftest import TINY_RUN, run_main, train_tiny
 
 TASK = "Mjrl-Cartpole-Balance"
 
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("trained")
-    result = run_main("train", TASK, *TINY_RUN, "--runner.max-iterations", "1", "--log-root", str(root))
-    assert result.returncode == 0, result.stderr[-2000:]
-    return Path(last_json(result.stdout)["run_dir"])
+    return train_tiny(TASK, tmp_path_factory.mktemp("trained"), "--runner.max-iterations", "1")
 
 
 def _command(name: str, target: Path, run_dir: Path) -> list[str]:

@@ -42,15 +42,16 @@ def _new_name(name: str, default: Any, flags: set[str]) -> str | None:
     if not name.startswith("--") or name in flags:
         return None
     spelled = name.replace("_", "-")
-    new = MJLAB_SPELLINGS.get(spelled)
-    if new == "--env.num-envs" and "--num-envs" in flags:
-        new = "--num-envs"  # play's own count, which its env is built with
+    if spelled in MJLAB_SPELLINGS:
+        new = MJLAB_SPELLINGS[spelled]
+        if new == "--env.num-envs" and "--num-envs" in flags:
+            new = "--num-envs"  # play's own count, which its env is built with
+        return new if new in flags else None
     for old, sections in getattr(type(default), "split", {}).items():
-        prefix = f"--{old}."
-        if new is None and spelled.startswith(prefix):
-            rest = spelled[len(prefix) :]
-            new = next((f"--{s}.{rest}" for s in sections if f"--{s}.{rest}" in flags), None)
-    return new if new in flags else None
+        if spelled.startswith(f"--{old}."):
+            rest = spelled.removeprefix(f"--{old}.")
+            return next((f"--{s}.{rest}" for s in sections if f"--{s}.{rest}" in flags), None)
+    return None
 
 
 def known_flags(default: Any) -> list[str]:
@@ -82,8 +83,8 @@ def unknown_flags_message(tyro_text: str, args: list[str], default: Any) -> str 
     if "Unrecognized option" not in tyro_text:
         return None
     flags = known_flags(default)
-    unknown = [name for arg in args if arg.startswith("--") and (name := arg.split("=", 1)[0]) not in flags]
-    unknown = [name for name in dict.fromkeys(unknown) if name not in ("--help",)]
+    given = dict.fromkeys(arg.split("=", 1)[0] for arg in args if arg.startswith("--"))  # in order, once
+    unknown = [name for name in given if name not in flags]
     if not unknown:
         return None
     parts = []
