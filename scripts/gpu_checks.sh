@@ -212,11 +212,14 @@ tests() {
   # The in-process env tests and the runs through TINY_RUN use the GPU; the rest stay on the
   # CPU. Each result is printed as it comes (-v; `-rf` names the failures at the end), the
   # in-process files first: a phase cut short by the deadline still says which tests failed.
-  # The first run of 2026-11-26 timed out with -q at 283 s: four failures, names lost.
+  # The first run of 2026-11-26 timed out with -q at 283 s: four failures, names lost; the
+  # second (-v) at 306 s, 93 % done, names kept but not their reasons: now each failure's report
+  # goes to test_failures.txt as it happens (MJRL_TEST_FAILURES, tests/conftest.py). The WandB
+  # test needs wandb there: pack with `bash ../shared/gpu/pack.sh --with-wandb`.
   # pytest-xdist and pytest-timeout are in the GPU image; without them the run is serial.
   local parallel=()
   $PY -c "import xdist, pytest_timeout" 2>/dev/null && parallel=(-n 8 --timeout 240)
-  MJRL_TEST_DEVICE=cuda run 400 $PY -m pytest -v -rf --tb=short -p no:cacheprovider "${parallel[@]}" \
+  MJRL_TEST_FAILURES=$OUT/test_failures.txt MJRL_TEST_DEVICE=cuda run "${TESTS_S:-400}" $PY -m pytest -v -rf --tb=short -p no:cacheprovider "${parallel[@]}" \
     tests/test_host_sync.py tests/test_sim_env.py tests/test_algorithm.py tests/test_quadruped.py \
     tests/test_symmetry.py tests/test_training.py tests/test_evaluate.py tests/test_distillation.py \
     tests/test_terrain.py tests/test_humanoid.py | grep -v PASSED

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 BIN = Path(sys.executable).parent
 
@@ -42,6 +43,10 @@ TINY_RUN = (
     "--algorithm.num-mini-batches",
     "2",
 )
+
+# One GPU cannot host two NCCL ranks (`train` refuses it), so a two-rank run stays on the CPU
+# unless there are GPUs for both ranks.
+TWO_RANK_RUN = ("--device", DEVICE if DEVICE == "cpu" or torch.cuda.device_count() >= 2 else "cpu", *TINY_RUN[2:])
 
 
 def run_cli(
@@ -134,3 +139,13 @@ def train_tiny(task: str, log_root: Path, *extra: str) -> Path:
 @pytest.fixture
 def log_root(tmp_path: Path) -> Path:
     return tmp_path / "logs"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With MJRL_TEST_FAILURES=PATH, each failure's report is appended to PATH as it happens:
+    a run cut off by a deadline (the GPU window's tests phase) keeps what pytest's summary at
+    the end would have said. Written by the controller alone under pytest-xdist."""
+    path = os.environ.get("MJRL_TEST_FAILURES")
+    if path and report.failed and "PYTEST_XDIST_WORKER" not in os.environ:
+        with open(path, "a") as out:
+            out.write(f"{report.nodeid} ({report.when})\n{report.longreprtext}\n\n")

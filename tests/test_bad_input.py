@@ -6,6 +6,7 @@ what is wrong, exit code 2, no traceback, and nothing written."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,16 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, files, tmp_path):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "error:" in lines[0] and needle in lines[0], result.stderr[-2000:]
     assert list(out.iterdir()) == [] and not logs.exists()
+
+
+def test_wandb_asked_for_where_it_is_not_installed_is_one_line(monkeypatch, tmp_path):
+    """The GPU machine's first run of the WandB test ended in a ModuleNotFoundError traceback:
+    mjrl was installed there without its dependencies. `None` in sys.modules is how Python
+    marks a module that cannot be imported."""
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    result = run_main("train", BALANCE, "--device", "cpu", "--logger", "wandb", "--log-root", str(tmp_path / "logs"))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        "train: error: --logger wandb needs the wandb package: pip install wandb, or pick --logger tensorboard"
+    ]
+    assert not (tmp_path / "logs").exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main, train_tiny
+from conftest import TINY_RUN, TWO_RANK_RUN, last_json, read_jsonl, run_cli, run_main, train_tiny
 
 from mjrl.checkpoint import load_newest_checkpoint
 
@@ -84,7 +84,7 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
 
 
 def test_two_ranks_distil_in_lockstep(teacher, log_root):
-    result = run_cli("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher), "--log-root",
+    result = run_cli("train", STUDENT_TASK, *TWO_RANK_RUN, "--distillation.teacher", str(teacher), "--log-root",
                      str(log_root), "--runner.max-iterations", "3", "--runner.replica-check-interval", "1",
                      "--nproc-per-node", "2")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

@@ -43,7 +43,8 @@ def test_state_tensors_alias_warp_and_reset_touches_only_masked_worlds():
 def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
     """The captured substep loop (Warp's C++ replay on the CPU, a CUDA graph on GPUs) gives
     bit-identical states to launching every kernel from Python, through control changes and
-    partial resets, with contacts (quadruped) and without (cartpole)."""
+    partial resets, with contacts (quadruped) and without (cartpole); on a GPU, with contacts,
+    equal to float rounding."""
     task = load_task(task_name)
     spec = task.build(task.env_cfg)
     sims = [
@@ -70,7 +71,15 @@ def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
             sim.step()
     assert not torch.equal(replayed.qpos, replayed.qpos0.expand_as(replayed.qpos))  # the worlds moved
     for name in ("qpos", "qvel", "sensordata", "xpos", "time", "nacon"):
-        assert torch.equal(getattr(replayed, name), getattr(launched, name)), name
+        ours, theirs = getattr(replayed, name), getattr(launched, name)
+        if device.type == "cuda" and ours.is_floating_point():
+            # On a GPU, mujoco_warp's collision kernels append contacts through an atomic
+            # counter: their order, and with it the order of the solver's sums, changes from one
+            # run to the next, replayed or not (H100, 2026-11-26: the quadruped's states differed
+            # in the last digits; the cart-pole, without contacts, was bit-identical).
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4, msg=name)
+        else:
+            assert torch.equal(ours, theirs), name
 
 
 def test_step_applies_scaled_clipped_actions_and_decimation():

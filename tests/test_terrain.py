@@ -12,7 +12,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from conftest import DEVICE, TINY_RUN, last_json, read_jsonl, run_main
+from conftest import DEVICE, TINY_RUN, TWO_RANK_RUN, last_json, read_jsonl, run_main
 
 from mjrl.checkpoint import load_checkpoint
 from mjrl.envs import Robot, VecEnv
@@ -348,7 +348,7 @@ def test_a_two_rank_resume_gives_each_rank_its_own_rows_and_episode_window(log_r
     its own. Before, a rank other than 0 went back to the first rows of the curriculum."""
     small = ["--env.terrain.rows", "3", "--env.terrain.columns-per-type", "1", "--env.terrain.patch-size", "4",
              "--env.terrain.platform", "1", "--env.terrain.border", "1"]  # fmt: skip
-    result = run_main("train", ROUGH.name, *TINY_RUN, "--env.num-envs", "10", "--runner.max-iterations", "3",
+    result = run_main("train", ROUGH.name, *TWO_RANK_RUN, "--env.num-envs", "10", "--runner.max-iterations", "3",
                       "--runner.eval-interval", "0", "--env.episode-length-s", "0.5", *small,
                       "--log-root", str(log_root), "--nproc-per-node", "2")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import tyro
@@ -158,3 +159,7 @@ def validate(cfg: TrainConfig) -> None:
             f"--distillation.num-mini-batches {cfg.distillation.num_mini_batches} does not divide the batch of "
             f"{batch} samples; pick a divisor of {batch}"
         )
+    if cfg.logger == "wandb" and importlib.util.find_spec("wandb") is None:
+        # A dependency, yet missing where mjrl was installed without its dependencies (the
+        # offline GPU machine's pack leaves it out unless asked).
+        raise UsageError("--logger wandb needs the wandb package: pip install wandb, or pick --logger tensorboard")
