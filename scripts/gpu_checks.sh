@@ -32,6 +32,11 @@
 # [".gpu_mjlab2"] `cp -r /tmp/gpu1 .gpu1 && cp -r /tmp/gpu2 .gpu2 && cp -r /tmp/gpu_mjlab1
 # .gpu_mjlab1 && bash .gpu1/install.sh && export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH &&
 # bash scripts/gpu_checks.sh info mjlab`.
+# 2026-11-26, session 17 (H100, 900 s): call 1 carry [".gpu1"] `cp -r .gpu1 /tmp/gpu1` (31 s with
+# the machine's start); call 2 carry [".gpu2"] `cp -r /tmp/gpu1 .gpu1 && bash .gpu1/install.sh
+# >/tmp/install.log 2>&1; export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH && GPU_BUDGET_S=555
+# GRAPH_TASKS=Mjrl-Velocity-Flat-Quadruped GRAPH_S=140 bash scripts/gpu_checks.sh info graph learn
+# tests` (583 s; the tests phase ran out at 93 %); call 3, warm, the failed tests again (67 s).
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail

@@ -61,7 +61,7 @@ def real_observations(task_name: str, run_dir: Path, steps: int = 10):
     batches, obs = [], env.obs["actor"]
     with torch.no_grad():
         for _ in range(steps):
-            batches.append(obs)
+            batches.append(obs.clone())  # the env writes the next step's into the same tensor
             obs = env.step(policy.act_deterministic(obs) + 0.3 * torch.randn(env.num_envs, env.num_actions))[0]["actor"]
     return env, policy, torch.cat(batches)
 

@@ -18,6 +18,7 @@ from conftest import DEVICE
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import VecEnv
+from mjrl.sim import TerrainConfig
 from mjrl.tasks import load_task
 
 # Operations that read device data on the host or copy host data to the device.
@@ -46,9 +47,9 @@ class HostSyncRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def env_for(task_name: str, num_envs: int = 4) -> VecEnv:
+def env_for(task_name: str, num_envs: int = 4, **changes) -> VecEnv:
     task = load_task(task_name)
-    cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs, **changes)
     return VecEnv(cfg, task.build(cfg), torch.device(DEVICE), seed=0)
 
 
@@ -86,3 +87,62 @@ def test_env_step_does_not_wait_on_the_device(task_name):
     assert ended[:must_end].all(), "the recorded steps must include resets"
     assert not recorder.found, "\n".join(sorted(set(recorder.found)))
     assert math.isfinite(float(env.obs["actor"].sum()))
+
+
+def carried_state(env: VecEnv) -> dict[str, object]:
+    """What the env keeps between steps, by name: each tensor's storage (where it lives), and
+    each Python number or flag as it is."""
+    found: dict[str, object] = {}
+    holders = {"env": env, "env.terrain": env.terrain, "env.state": env.state, "env.sim": env.sim}
+    for prefix, holder in holders.items():
+        for name, value in (vars(holder) if holder is not None else {}).items():
+            if isinstance(value, dict):
+                items = value.items()
+            elif isinstance(value, list | tuple):
+                items = enumerate(value)
+            else:
+                items = [(None, value)]
+            for key, item in items:
+                path = f"{prefix}.{name}" + ("" if key is None else f"[{key!r}]")
+                if isinstance(item, torch.Tensor):
+                    found[path] = item.untyped_storage().data_ptr()
+                elif isinstance(item, bool | int | float):
+                    found[path] = item
+    return found
+
+
+# A small grid of 3 rows, so that envs that walk off their patch go up a row and others down.
+SMALL_GRID = TerrainConfig(kind="grid", rows=3, columns_per_type=1, patch_size=4.0, platform=1.0, border=1.0)
+
+
+@pytest.mark.parametrize("task_name", [*TASKS, "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Humanoid"])
+def test_the_env_writes_what_it_carries_between_steps_in_place(task_name):
+    """A CUDA graph captured around an env step reads and writes the memory it saw at capture:
+    a tensor the step rebinds to a new one (the observations, the terrain rows) would keep its
+    capture-time contents at every replay, and a Python counter the step increments would stay
+    as captured. So through steps, resets, the curriculum's moves and a resume, every tensor
+    the env carries keeps its storage and every Python number its value."""
+    changes = {"terrain": SMALL_GRID, "random_initial_episode_length": False} if "Rough" in task_name else {}
+    env = env_for(task_name, num_envs=6, **changes)
+    generator = torch.Generator().manual_seed(0)
+
+    def steps(count: int) -> None:
+        for _ in range(count):
+            env.step(torch.randn(env.num_envs, env.num_actions, generator=generator).to(env.device))
+
+    steps(1)  # terms make what they keep at their first call
+    before = carried_state(env)
+    levels = env.terrain.level.clone() if env.terrain is not None else None
+    for _ in range(2):
+        env.episode_length[:3] = env.max_episode_length - 1  # time-outs: resets, episode ends
+        if env.terrain is not None:  # far from their patches' centres: promoted at the time-out
+            env.sim.qpos[:3, 0] += SMALL_GRID.patch_size * 0.6
+        steps(3)
+    env.pop_term_stats()
+    env.load_resume_state(env.resume_state())
+    steps(2)
+    after = carried_state(env)
+    changed = [path for path in before if after.get(path) != before[path]]
+    assert not changed, f"rebound or changed outside a tensor: {changed}"
+    if levels is not None:  # the curriculum moved some env, in place
+        assert not torch.equal(env.terrain.level, levels)

@@ -111,6 +111,26 @@ def test_a_std_floor_keeps_a_noise_only_feature_small_is_exported_and_saved():
     assert torch.equal(again.actor_normalizer.std_floor, floor.double())
 
 
+def test_the_scale_is_rewritten_in_place_when_the_statistics_change():
+    """A CUDA graph captured around `act` reads the scale tensors it saw at capture: an update,
+    a load or a reset of the statistics must rewrite those tensors, not make new ones (before,
+    the replayed actions after an update used the old scale)."""
+    norm = RunningNormalizer(3, std_floor=torch.tensor([0.0, 0.5, 0.0]))
+    x = torch.randn(64, 3, generator=torch.Generator().manual_seed(0)) * 3 + 1
+    captured = norm._scale(torch.float32)  # what a capture of `act` would read
+    changes = (
+        lambda: update_from_sums(norm, moment_sums(x)),
+        lambda: norm.load_state_dict({**norm.state_dict(), "mean": torch.full((3,), 2.0, dtype=torch.float64)}),
+        norm.reset,
+    )
+    for change in changes:
+        change()
+        norm.refresh()  # what the loop calls before replaying, where no forward call does it
+        assert torch.equal(captured[0], norm.mean.float())
+        assert torch.equal(captured[1], 1.0 / norm.std())
+        assert norm._scale(torch.float32)[0] is captured[0]
+
+
 def test_summed_moments_of_two_batches_give_the_statistics_of_the_pooled_data():
     """What pooling over ranks relies on: adding the batches' moment sums (one all-reduce)."""
     rng = np.random.default_rng(1)

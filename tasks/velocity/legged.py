@@ -129,15 +129,16 @@ class LeggedState:
 
     def update(self, env: VecEnv) -> None:
         feet = env.robot.foot_geoms
-        self.contacts = env.contacts.index_select(1, feet)
+        # Written in place: the state lives for the whole run (see `mjrl.envs.env`).
+        torch.index_select(env.contacts, 1, feet, out=self.contacts)
         position = env.sim.geom_xpos.index_select(1, feet)
         # Foot speed by a finite difference over the env step; 0 at the first update after a reset.
         speed = torch.linalg.vector_norm(position[..., :2] - self.last_position[..., :2], dim=-1) / env.step_dt
-        self.speed = speed * ~self.first_step.unsqueeze(1)
+        torch.mul(speed, ~self.first_step.unsqueeze(1), out=self.speed)
         self.first_step.fill_(False)
-        self.height = position[..., 2] - lowest_point_depth(env)
+        torch.sub(position[..., 2], lowest_point_depth(env), out=self.height)
         if env.terrain is not None:
-            self.height = self.height - env.terrain.height_at(position[..., :2])
+            self.height.sub_(env.terrain.height_at(position[..., :2]))
         self.last_position.copy_(position)
         # A foot counts as touching if it touches now or touched at the last step (filters
         # contact flicker).

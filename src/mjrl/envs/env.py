@@ -4,6 +4,11 @@
 with the host (no `.item()`, no Python branch on a tensor), so on a GPU the whole step can be
 captured in one CUDA graph. Finished envs are reset with masks, and statistics are accumulated
 in tensors that the runner reads once per iteration.
+
+Every tensor the env keeps from one step to the next (observations, counters, episode windows,
+the terrain's rows) is allocated once and written in place: a CUDA graph captured around a step
+reads and writes the memory it saw at capture, so a tensor rebound to a new one would be
+invisible to its replays (`tests/test_sim_env.py` checks that none is).
 """
 
 from __future__ import annotations
@@ -97,10 +102,15 @@ class VecEnv:
         weights = [term.weight for term in task.rewards.values()]
         self._reward_weights = torch.tensor(weights, device=device).unsqueeze(1)
 
+        self.whole_episode = torch.zeros(n, dtype=torch.bool, device=device)
+        """Which envs run an episode that began at a reset, not at a random point of its length:
+        only those count in the episode statistics (and in a curriculum's judgement)."""
         everything = torch.ones(n, dtype=torch.bool, device=device)
         for ev in task.events.values():
             if ev.mode == "startup":
                 ev.func(self, everything)
+        self.obs: Obs = {}
+        """The current observations, in tensors kept for the whole run (`_set_obs`)."""
         self._start_episodes()
         # Terms look names up in the model at their first call: a wrong one is a UsageError
         # here, before training starts, not at the first step.
@@ -119,11 +129,7 @@ class VecEnv:
         of its first episode so that time-outs spread over iterations."""
         everything = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         self._reset_envs(everything)
-        self.whole_episode = torch.full(
-            (self.num_envs,), not self.cfg.random_initial_episode_length, device=self.device
-        )
-        """Which envs run an episode that began at a reset, not at a random point of its length:
-        only those count in the episode statistics (and in a curriculum's judgement)."""
+        self.whole_episode.fill_(not self.cfg.random_initial_episode_length)
         if self.cfg.random_initial_episode_length:
             self.episode_length.random_(0, self.max_episode_length, generator=self.generator)
         # The shared state advances once here without a physics step: it must read the new
@@ -132,7 +138,16 @@ class VecEnv:
         if not self.task.refresh_kinematics_on_reset:
             self.sim.kinematics()
         self.after_physics()
-        self.obs = self.compute_obs(restarted=everything)
+        self._set_obs(self.compute_obs(restarted=everything))
+
+    def _set_obs(self, obs: Obs) -> None:
+        """The current observations, copied into the tensors `obs` holds for the whole run
+        (made at the first call, in the constructor)."""
+        for group, value in obs.items():
+            if group in self.obs:
+                self.obs[group].copy_(value)
+            else:
+                self.obs[group] = value.clone()
 
     def resume_state(self) -> dict[str, torch.Tensor]:
         """What a checkpoint keeps of the env beyond its random stream: the window of finished
@@ -159,7 +174,7 @@ class VecEnv:
         level = saved.get("terrain_level")
         if self.terrain is None or level is None or level.shape != self.terrain.level.shape:
             return
-        self.terrain.level = level.to(self.device).clamp(0, self.terrain.rows - 1)
+        self.terrain.level.copy_(level.to(self.device).clamp(0, self.terrain.rows - 1))
         self._start_episodes()
 
     # ----------------------------------------------------------------------------- step
@@ -183,7 +198,7 @@ class VecEnv:
 
         with self._one_state():
             terminated, truncated = self._compute_dones()
-            self.terminated = terminated
+            self.terminated.copy_(terminated)
             reward, term_values = self._compute_reward()
             final_obs = self.compute_obs(new_step=True)
 
@@ -196,7 +211,7 @@ class VecEnv:
         # Term statistics after the mask: one NaN env would make every term's sum NaN, and
         # the iteration's reward metrics null.
         self._reward_term_sums += term_values.masked_fill(nonfinite, 0.0).sum(dim=1)
-        self._steps_since_pop += 1
+        self._steps_since_pop += 1  # a tensor: a Python counter would stay as captured
         terminated = terminated | nonfinite
         truncated = truncated & finite
         final_obs = {group: obs.nan_to_num(0.0, 0.0, 0.0) for group, obs in final_obs.items()}
@@ -209,7 +224,7 @@ class VecEnv:
         self._reset_envs(done)
         self.whole_episode |= done
         with self._one_state():
-            self.obs = self.compute_obs(restarted=done)
+            self._set_obs(self.compute_obs(restarted=done))
         return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
 
     @contextlib.contextmanager
@@ -344,7 +359,7 @@ class VecEnv:
         physics step. Call it after changing the physics state by hand (`sim.forward()` in a
         test), so that contacts and the shared state describe the new state."""
         if self.task.contacts:
-            self.contacts = self.sim.geom_contacts(self._ground)
+            self.contacts.copy_(self.sim.geom_contacts(self._ground))
         if self.state is not None:
             self.state.update(self)
         self._follow_commands()
@@ -392,7 +407,7 @@ class VecEnv:
         """Reset every env and return the first observation."""
         everything = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         self._reset_envs(everything)
-        self.obs = self.compute_obs(restarted=everything)
+        self._set_obs(self.compute_obs(restarted=everything))
         return self.obs
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
@@ -418,7 +433,7 @@ class VecEnv:
     def _reset_stats(self) -> None:
         n_rew, n_term = len(self.task.rewards), len(self.task.terminations)
         self._reward_term_sums = torch.zeros(n_rew, dtype=torch.float64, device=self.device)
-        self._steps_since_pop = 0
+        self._steps_since_pop = torch.zeros((), dtype=torch.long, device=self.device)
         self._termination_counts = torch.zeros(n_term, dtype=torch.float64, device=self.device)
         self._nonfinite_count = torch.zeros((), dtype=torch.float64, device=self.device)
         self._finished_returns = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
@@ -456,9 +471,8 @@ class VecEnv:
         reward_steps = self._steps_since_pop * self.num_envs - self._nonfinite_count
         nonfinite = self._nonfinite_count.view(1)
         out = torch.cat([self._reward_term_sums, self._termination_counts, nonfinite, reward_steps.view(1)])
-        for stat in (self._reward_term_sums, self._termination_counts, self._nonfinite_count):
+        for stat in (self._reward_term_sums, self._termination_counts, self._nonfinite_count, self._steps_since_pop):
             stat.zero_()
-        self._steps_since_pop = 0
         return out
 
     def gauges(self) -> dict[str, torch.Tensor]:

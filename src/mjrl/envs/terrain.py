@@ -1,6 +1,7 @@
 """The terrain as the env sees it: heights on the device, each env's patch, and the curriculum
 that moves envs between rows of difficulty.
 
+The rows and distances are written in place, never rebound (see `mjrl.envs.env`).
 `TerrainState.height_at` interpolates the heightfield exactly as MuJoCo triangulates it, so
 heights read here (the height scan, foot clearance, spawn points) are those the physics
 collides with. Nothing here synchronises with the host.
@@ -83,7 +84,7 @@ class TerrainState:
         """The curriculum, for the envs whose episode `ended`: up a row when they walked from
         their patch's centre farther than half a patch, down a row when less than half the
         distance their command asked for; past the top row, a random row."""
-        self.last_distance = torch.where(ended, distance, self.last_distance)
+        torch.where(ended, distance, self.last_distance, out=self.last_distance)
         if not self.curriculum:
             return
         up = ended & (distance > self.cfg.patch_size / 2)
@@ -91,7 +92,7 @@ class TerrainState:
         level = self.level + up.long() - down.long()
         off_top = level >= self.rows
         random_row = torch.randint(0, self.rows, level.shape, device=self.device, generator=self.generator)
-        self.level = torch.where(off_top, random_row, level.clamp(min=0))
+        torch.where(off_top, random_row, level.clamp(min=0), out=self.level)
         types = self.column_type[self.column]
         self._ended.index_add_(0, types, ended.double())
         self._off_top.index_add_(0, types, (ended & off_top).double())

@@ -39,8 +39,11 @@ class RunningNormalizer(nn.Module):
         self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
         self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
-        self._scale_key: tuple | None = None
-        self._scale_cache: tuple[torch.Tensor, torch.Tensor] = (self.mean, self.var)
+        # Per dtype, the statistics' versions the scale was made from and the scale (mean, 1 / std).
+        self._scale_keys: dict[torch.dtype, tuple] = {}
+        self._scales: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._floor_key: tuple | None = None
+        self._plain = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # (x - mean) / (sqrt(var + eps) + std_offset), clipped. Balance shows the offset's
@@ -59,16 +62,34 @@ class RunningNormalizer(nn.Module):
     def _scale(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and 1 / `std` in `dtype`, remade only when the statistics change (an
         update, a broadcast, a load: any in-place write bumps a tensor's version), not at every
-        env step: each operation costs host time on a GPU."""
+        env step: each operation costs host time on a GPU. The two tensors are made once per
+        dtype and rewritten in place, so that a CUDA graph which read them at its capture reads
+        the new scale at its replays (`refresh` remakes it where no forward call would)."""
         mean, var, floor = self.mean, self.var, self.std_floor
-        key = (*((t.data_ptr(), t._version) for t in (mean, var, floor)), dtype)
-        if self._scale_key != key:
-            # rsqrt without an offset or a floor: the formula every result before them was measured with.
-            plain = not self.std_offset and not bool(floor.any())
+        key = tuple((t.data_ptr(), t._version) for t in (mean, var, floor))
+        if self._scale_keys.get(dtype) != key:
+            plain = self._plain_formula()
             inv_std = torch.rsqrt(self.var.to(dtype) + self.eps) if plain else 1.0 / self.std(dtype)
-            self._scale_cache = (self.mean.to(dtype), inv_std)
-            self._scale_key = key
-        return self._scale_cache
+            if dtype not in self._scales:
+                self._scales[dtype] = (torch.empty_like(mean, dtype=dtype), torch.empty_like(inv_std))
+            self._scales[dtype][0].copy_(mean)
+            self._scales[dtype][1].copy_(inv_std)
+            self._scale_keys[dtype] = key
+        return self._scales[dtype]
+
+    def _plain_formula(self) -> bool:
+        """rsqrt without an offset or a floor: the formula every result before them was
+        measured with. Read on the host only when the floor changes (a load)."""
+        key = (self.std_floor.data_ptr(), self.std_floor._version)
+        if self._floor_key != key:
+            self._plain = not self.std_offset and not bool(self.std_floor.any())
+            self._floor_key = key
+        return self._plain
+
+    def refresh(self) -> None:
+        """Bring every scale made so far up to date with the statistics."""
+        for dtype in self._scales:
+            self._scale(dtype)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object) -> None:
         # Checkpoints written before the floor was saved keep the floor the task gives now.
@@ -142,13 +163,14 @@ def warm_up_normalizers(
         merge_into(normalizer, seen, ctx)
         normalizer.var.masked_fill_(normalizer.var < 1e-6, 1.0)
 
-    seen = {group: [obs[group]] for group in normalizers}
+    # Copies: the env writes each step's observations into the same tensors.
+    seen = {group: [obs[group].clone()] for group in normalizers}
     for group in normalizers:
         merge(group, obs[group])
     for _ in range(steps):
         obs = step(act(obs))
         for group in normalizers:
-            seen[group].append(obs[group])
+            seen[group].append(obs[group].clone())
     for group in normalizers:
         merge(group, torch.cat(seen[group]))
     return steps

@@ -174,9 +174,6 @@ class Simulation:
         self._zeroed_on_reset = [state for state in states if state.numel()]
         self._model_views: dict[str, torch.Tensor] = {}
         self._in_subtree: torch.Tensor | None = None
-        self.physics_version = 0
-        """Counts the calls that recompute contacts and derived state (`step`, `forward`): terms
-        cache what they derive from one physics state under it."""
         self._stream: wp.Stream | None = None  # Warp's handle on torch's current stream (GPU)
         choice = self._graph_choice()
         if choice.warning:
@@ -233,7 +230,6 @@ class Simulation:
 
     def step(self) -> None:
         """Advance every world by `decimation` physics steps with the current `ctrl`."""
-        self.physics_version += 1
         with self._scope():
             if self._graph is not None:
                 wp.capture_launch(self._graph)
@@ -260,7 +256,6 @@ class Simulation:
         """Recompute derived quantities (kinematics, contacts, sensors) from qpos/qvel without stepping."""
         import mujoco_warp as mjw
 
-        self.physics_version += 1
         with self._scope():
             mjw.forward(self.model, self.data)
 

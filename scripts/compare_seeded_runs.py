@@ -1,0 +1,104 @@
+"""Do two versions of mjrl train bit for bit alike? Seeded CPU runs of every task, compared.
+
+    python scripts/compare_seeded_runs.py HEAD~1                 # a commit against the working tree
+    python scripts/compare_seeded_runs.py BASE OTHER --tasks Mjrl-Cartpole-Balance --iterations 5
+
+Each version (a git ref, or `worktree` for the checkout as it is) is installed, without its
+dependencies, into a folder of its own and put first on `PYTHONPATH`; each task then trains a few
+small iterations with the same seed in each version (the student distils from a teacher that
+version trained first). Every figure of `metrics.jsonl` is compared exactly, except the
+timings. A change meant to leave training as it was (state written in place, host reads
+moved) must print `identical` for every task; the exit status is 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = (
+    "Mjrl-Cartpole-Balance",
+    "Mjrl-Cartpole-Swingup",
+    "Mjrl-Velocity-Flat-Quadruped",
+    "Mjrl-Velocity-Rough-Quadruped",
+    "Mjrl-Velocity-Flat-Humanoid",
+    "Mjrl-Velocity-Flat-Mule",
+    "Mjrl-Velocity-Flat-Quadruped-Student",
+)
+STUDENT_SUFFIX = "-Student"
+TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
+SMALL = ["--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
+         "--algorithm.num-mini-batches", "2", "--runner.eval-interval", "0", "--seed", "1"]  # fmt: skip
+
+
+def install(ref: str, work: Path) -> Path:
+    """A folder holding mjrl as of `ref` (installed without dependencies), for PYTHONPATH."""
+    site = work / f"site-{ref.replace('/', '_')}"
+    source = ROOT
+    if ref != "worktree":
+        source = work / f"src-{ref.replace('/', '_')}"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(source), ref], check=True)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site)]
+    subprocess.run([*pip, str(source)], check=True)
+    if ref != "worktree":
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(source)], check=True)
+    return site
+
+
+def train(site: Path, task: str, log_root: Path, iterations: int, extra: list[str] = ()) -> list[dict]:
+    """The metrics of a small seeded run of `task` with the mjrl in `site`."""
+    command = [sys.executable, "-c", "import sys; from mjrl.cli.train import main; sys.exit(main())", task]
+    command += [*SMALL, "--runner.max-iterations", str(iterations), "--log-root", str(log_root), *extra]
+    env = {"PYTHONPATH": str(site), "PATH": str(Path(sys.executable).parent)}
+    subprocess.run(command, check=True, capture_output=True, env=env)
+    run_dir = max((log_root / task).glob("20*"))
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS} for line in lines if line.strip()]
+
+
+def runs(site: Path, task: str, work: Path, iterations: int) -> list[dict]:
+    log_root = work / f"logs-{site.name}"
+    if not task.endswith(STUDENT_SUFFIX):
+        return train(site, task, log_root, iterations)
+    teacher = task.removesuffix(STUDENT_SUFFIX)
+    train(site, teacher, log_root / "teacher", 2)
+    teacher_run = max((log_root / "teacher" / teacher).glob("20*"))
+    return train(site, task, log_root, iterations, ["--distillation.teacher", str(teacher_run)])
+
+
+def first_difference(a: list[dict], b: list[dict]) -> str | None:
+    if len(a) != len(b):
+        return f"{len(a)} against {len(b)} iterations"
+    for row_a, row_b in zip(a, b, strict=True):
+        for key in sorted(set(row_a) | set(row_b)):
+            if row_a.get(key) != row_b.get(key):
+                return f"iteration {row_a.get('iteration')}: {key} {row_a.get(key)!r} against {row_b.get(key)!r}"
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="a git ref, or `worktree`")
+    parser.add_argument("other", nargs="?", default="worktree", help="a git ref, or `worktree` (the default)")
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
+    parser.add_argument("--iterations", type=int, default=3)
+    args = parser.parse_args()
+    differ = False
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        sites = [install(ref, work) for ref in (args.base, args.other)]
+        for task in args.tasks:
+            base, other = (runs(site, task, work, args.iterations) for site in sites)
+            difference = first_difference(base, other)
+            differ |= difference is not None
+            print(json.dumps({"task": task, "result": difference or "identical"}), flush=True)
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
