@@ -2,13 +2,14 @@
 
     python scripts/compare_seeded_runs.py HEAD~1                 # a commit against the working tree
     python scripts/compare_seeded_runs.py BASE OTHER --tasks Mjrl-Cartpole-Balance --iterations 5
+    python scripts/compare_seeded_runs.py HEAD --tasks Mjrl-Velocity-Flat-Quadruped -- --algorithm.sync rollout
 
 Each version (a git ref, or `worktree` for the checkout as it is) is installed, without its
 dependencies, into a folder of its own and put first on `PYTHONPATH`; each task then trains a few
 small iterations with the same seed in each version (the student distils from a teacher that
-version trained first). Every figure of `metrics.jsonl` is compared exactly, except the
-timings. A change meant to leave training as it was (state written in place, host reads
-moved) must print `identical` for every task; the exit status is 1 otherwise.
+version trained first); what follows `--` is passed to every run. Every figure of
+`metrics.jsonl` is compared exactly, except the timings. A change meant to leave training as
+it was (state written in place, host reads moved) must print `identical` for every task; the exit status is 1 otherwise.
 """
 
 from __future__ import annotations
@@ -50,25 +51,27 @@ def install(ref: str, work: Path) -> Path:
     return site
 
 
-def train(site: Path, task: str, log_root: Path, iterations: int, extra: list[str] = ()) -> list[dict]:
+def train(site: Path, task: str, log_root: Path, iterations: int, extra: list[str]) -> list[dict]:
     """The metrics of a small seeded run of `task` with the mjrl in `site`."""
     command = [sys.executable, "-c", "import sys; from mjrl.cli.train import main; sys.exit(main())", task]
     command += [*SMALL, "--runner.max-iterations", str(iterations), "--log-root", str(log_root), *extra]
     env = {"PYTHONPATH": str(site), "PATH": str(Path(sys.executable).parent)}
-    subprocess.run(command, check=True, capture_output=True, env=env)
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"{task} with {site.name} failed:\n{result.stderr[-3000:]}")
     run_dir = max((log_root / task).glob("20*"))
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS} for line in lines if line.strip()]
 
 
-def runs(site: Path, task: str, work: Path, iterations: int) -> list[dict]:
+def runs(site: Path, task: str, work: Path, iterations: int, extra: list[str]) -> list[dict]:
     log_root = work / f"logs-{site.name}"
     if not task.endswith(STUDENT_SUFFIX):
-        return train(site, task, log_root, iterations)
+        return train(site, task, log_root, iterations, extra)
     teacher = task.removesuffix(STUDENT_SUFFIX)
-    train(site, teacher, log_root / "teacher", 2)
+    train(site, teacher, log_root / "teacher", 2, [])
     teacher_run = max((log_root / "teacher" / teacher).glob("20*"))
-    return train(site, task, log_root, iterations, ["--distillation.teacher", str(teacher_run)])
+    return train(site, task, log_root, iterations, [*extra, "--distillation.teacher", str(teacher_run)])
 
 
 def first_difference(a: list[dict], b: list[dict]) -> str | None:
@@ -87,13 +90,15 @@ def main() -> None:
     parser.add_argument("other", nargs="?", default="worktree", help="a git ref, or `worktree` (the default)")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
     parser.add_argument("--iterations", type=int, default=3)
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
     differ = False
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         sites = [install(ref, work) for ref in (args.base, args.other)]
         for task in args.tasks:
-            base, other = (runs(site, task, work, args.iterations) for site in sites)
+            base, other = (runs(site, task, work, args.iterations, argv[split + 1 :]) for site in sites)
             difference = first_difference(base, other)
             differ |= difference is not None
             print(json.dumps({"task": task, "result": difference or "identical"}), flush=True)

@@ -258,9 +258,9 @@ class MjrlRecorder:
 
         adapt = mj._adapt_learning_rate
 
-        def adapt_rec(kl):
+        def adapt_rec(kl, skip):
             rec.current["lr_before"] = mj.learning_rate
-            adapt(kl)
+            adapt(kl, skip)
 
         clip_gradients = mj.clip_gradients
 

@@ -7,6 +7,7 @@ import ast
 import dataclasses
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import DEVICE
 
@@ -15,6 +16,7 @@ import mjrl.tools
 from mjrl.distributed.context import single_process
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
+from mjrl.rl.ppo import PPO, NonFiniteUpdate
 from mjrl.tasks import load_task
 
 TASK = load_task("Mjrl-Cartpole-Balance")
@@ -90,3 +92,43 @@ def test_training_draws_nothing_from_torchs_global_generator():
     quiet = one_iteration(seed=3, draw_from_global=False)
     assert torch.equal(quiet, one_iteration(seed=3, draw_from_global=True))
     assert not torch.equal(quiet, one_iteration(seed=4, draw_from_global=False))  # the seed does matter
+
+
+def collected_ppo() -> PPO:
+    """PPO on the cart-pole with one rollout collected (8 envs x 8 steps, 5 epochs of 2 minibatches)."""
+    cfg = dataclasses.replace(TASK.env_cfg, num_envs=8)
+    agent = TASK.agent_cfg.replace(num_steps_per_env=8, num_mini_batches=2)
+    env = VecEnv(cfg, TASK.build(cfg), torch.device(DEVICE), seed=0)
+    algorithm = make_algorithm(agent, env, 8, single_process(DEVICE), seed=0)
+    obs = env.obs
+    for _ in range(8):
+        obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
+        algorithm.process_env_step(rewards, terminated, truncated, extras)
+    algorithm.compute_returns(obs)
+    return algorithm
+
+
+def learning_state(ppo: PPO) -> list[torch.Tensor]:
+    return [t.detach().clone() for t in [*ppo.parameters(), *ppo.optimizer.tensors(), ppo.optimizer.lr]]
+
+
+def test_a_step_with_a_nonfinite_loss_is_skipped_on_the_device():
+    """The skip is decided on the device (no host read per step): a step whose loss is not
+    finite changes neither the weights, nor Adam's moments and step count, nor the learning
+    rate; the others go on; too many in a row stop the run at the iteration's metrics."""
+    ppo = collected_ppo()
+    ppo.storage.actions[0, 0, 0] = float("nan")  # one sample: one minibatch of each epoch
+    sums = ppo.update()
+    assert sums["steps"].item() == 5  # of 10
+    assert all(torch.isfinite(t).all() for t in learning_state(ppo))
+
+    ppo = collected_ppo()
+    before = learning_state(ppo)
+    ppo.storage.actions.fill_(float("nan"))  # every minibatch
+    sums = ppo.update()
+    assert sums["steps"].item() == 0 and sums["mean_learning_rate"].item() == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, learning_state(ppo), strict=True))
+    totals = {name: value.item() for name, value in {**sums, **ppo.log_values()}.items()}
+    assert totals["consecutive_skips"] == 10
+    with pytest.raises(NonFiniteUpdate, match="10 consecutive PPO updates had a non-finite loss"):
+        ppo.update_metrics(totals)

@@ -284,3 +284,10 @@ def test_ranks_meet_after_building_envs_so_a_slow_compile_does_not_time_out_the_
     r0, r1 = (torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in (0, 1))
     assert r0["total"] == r1["total"] == 3.0
     assert r0["error"] == "only 1 of 2 ranks reached 'never' within 0.5 s"
+
+
+def test_a_python_number_is_packed_in_the_packs_dtype():
+    """Rank 0's learning rate reached the other ranks rounded to float32 (1e-3 became
+    0.0010000000474974513): torch makes a float32 tensor of a Python float."""
+    pack = NamedPack(torch.float64).add("learning_rate", 1e-3).add("counts", [0.1, 0.2])
+    assert pack.flat().tolist() == [1e-3, 0.1, 0.2]

@@ -8,13 +8,15 @@ list of operations below misses, such as `.to(device)` of a tensor built on the 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import traceback
 
 import pytest
 import torch
-from conftest import DEVICE
+from conftest import DEVICE, TINY_RUN, run_main, train_tiny
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import VecEnv
@@ -146,3 +148,52 @@ def test_the_env_writes_what_it_carries_between_steps_in_place(task_name):
     assert not changed, f"rebound or changed outside a tensor: {changed}"
     if levels is not None:  # the curriculum moved some env, in place
         assert not torch.equal(env.terrain.level, levels)
+
+
+# Tensor methods that read a tensor's data on the host: a blocking copy on a GPU.
+HOST_READS = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "numpy", "nonzero", "equal"}
+
+
+class HostReadCounter(TorchFunctionMode):
+    """Every host read of tensor data, counted by the innermost mjrl line that made it. On the
+    CPU a read costs nothing and dispatches no operation (`tolist`), so the calls are counted
+    where Python makes them, on every device alike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: collections.Counter[str] = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in HOST_READS:
+            frames = [f for f in traceback.extract_stack() if "/mjrl/" in f.filename and "/tests/" not in f.filename]
+            self.reads[f"{frames[-1].filename.split('/mjrl/')[-1]}:{frames[-1].lineno}" if frames else "?"] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def reads_of_a_run(*args: str) -> collections.Counter[str]:
+    counter = HostReadCounter()
+    with counter:
+        result = run_main("train", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return counter.reads
+
+
+@pytest.mark.parametrize("setup", ["ppo", "ppo-rollout-sync-symmetry", "distillation"])
+def test_a_training_iteration_reads_the_device_once(setup, tmp_path):
+    """Each iteration reads the device on the host once: its metrics' gather. Everything else
+    (the KL that adapts the learning rate, a non-finite step's skip, the advantages' moments,
+    the logged learning rate) is decided and kept on the device, so that the host can queue a
+    whole iteration ahead, or replay it as a graph. Counted as the difference between runs of
+    3 and 5 iterations (start-up, the final checkpoint and the summary are the same in both)."""
+    task, extra = "Mjrl-Cartpole-Balance", []
+    if setup == "ppo-rollout-sync-symmetry":
+        extra = ["--algorithm.sync", "rollout", "--algorithm.symmetry.augment", "True"]
+    if setup == "distillation":
+        teacher = train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path / "teacher", "--runner.max-iterations", "1")
+        task, extra = "Mjrl-Velocity-Flat-Quadruped-Student", ["--distillation.teacher", str(teacher)]
+    common = [task, *TINY_RUN, *extra, "--runner.eval-interval", "0", "--runner.save-interval", "1000"]
+    runs = {n: reads_of_a_run(*common, "--runner.max-iterations", str(n), "--log-root", str(tmp_path / str(n)))
+            for n in (3, 5)}  # fmt: skip
+    per_two_iterations = {line: count for line, count in (runs[5] - runs[3]).items() if count}
+    assert per_two_iterations == {next(iter(per_two_iterations), "?"): 2}, per_two_iterations
+    assert next(iter(per_two_iterations)).startswith("distributed/packing.py"), per_two_iterations

@@ -221,7 +221,8 @@ def test_the_mirror_loss_makes_the_policy_symmetric_and_is_logged():
     for iteration in range(30):
         for ppo in (with_loss, without):
             toy_rollout(ppo, seed=100 + iteration)
-            metrics = ppo.update_metrics({k: float(v) for k, v in ppo.update().items()})
+            totals = {**ppo.update(), **ppo.log_values()}  # as the runner's gather pools them
+            metrics = ppo.update_metrics({k: float(v) for k, v in totals.items()})
             if ppo is with_loss:
                 logged.append(metrics["symmetry_loss"])
             else:

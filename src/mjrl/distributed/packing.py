@@ -48,7 +48,10 @@ class NamedPack:
     def add(self, name: str, value: torch.Tensor | float | Sequence[float], reduce: Reduction = "sum") -> NamedPack:
         if name in self._values:
             raise ValueError(f"field {name!r} is packed twice")
-        self._values[name] = torch.as_tensor(value).to(self.device, self.dtype)
+        # A Python number is made in the pack's dtype: torch would make a float32 of it first
+        # (rank 0's learning rate was broadcast rounded to float32 before).
+        value = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=self.dtype)
+        self._values[name] = value.to(self.device, self.dtype)
         self._reductions[name] = reduce
         return self
 
@@ -76,9 +79,19 @@ class NamedPack:
     def all_gather(self, ctx: Collectives) -> dict[str, torch.Tensor]:
         """Every rank's fields in one all_gather, each pooled by its reduction, on the host (where
         metrics are read; one copy for all of them)."""
+        return self.unpack(self._pooled(ctx).cpu())
+
+    def all_gather_values(self, ctx: Collectives) -> dict[str, float]:
+        """`all_gather` of scalar fields, as Python numbers: the one read of the device that a
+        training iteration makes."""
+        wide = [name for name, value in self._values.items() if value.numel() != 1]
+        if wide:
+            raise ValueError(f"fields {wide} are not scalars")
+        return dict(zip(self._values, self._pooled(ctx).tolist(), strict=True))
+
+    def _pooled(self, ctx: Collectives) -> torch.Tensor:
         gathered = ctx.all_gather(self.flat())
-        pooled = torch.where(self._max_mask(gathered.device), gathered.max(dim=0).values, gathered.sum(dim=0))
-        return self.unpack(pooled.cpu())
+        return torch.where(self._max_mask(gathered.device), gathered.max(dim=0).values, gathered.sum(dim=0))
 
     def all_reduce_sum(self, ctx: Collectives) -> dict[str, torch.Tensor]:
         """Every field summed over ranks in one all-reduce (on the pack's device)."""

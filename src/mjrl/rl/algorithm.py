@@ -72,11 +72,15 @@ class Algorithm(Protocol):
         ...
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
-        """The logged figures of an update from its sums pooled over every rank."""
+        """The logged figures of an update from its sums pooled over every rank and the
+        `log_values` of the iteration (in `totals` too). May raise when training cannot go on
+        (PPO: too many non-finite steps in a row): every rank does, at the same iteration."""
         ...
 
-    def log_values(self) -> dict[str, float]:
-        """Figures of the current state logged each iteration (learning rate, action std)."""
+    def log_values(self) -> dict[str, torch.Tensor]:
+        """Figures of the current state, the same on every rank (learning rate, action std), as
+        tensors: gathered with the iteration's metrics, so that reading them costs no host read
+        of its own, and handed to `update_metrics` in its totals."""
         ...
 
     def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:

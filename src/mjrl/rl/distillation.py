@@ -131,7 +131,7 @@ class Distillation:
             merge_into(self.policy.actor_normalizer, raw, self.ctx)
         size = obs.shape[0]
         loss_sum = torch.zeros((), dtype=torch.float64, device=obs.device)
-        updates = 0
+        updates = torch.zeros((), dtype=torch.float64, device=obs.device)
         for _ in range(cfg.num_learning_epochs):
             perm = torch.randperm(size, device=obs.device, generator=self.generator)
             for batch in perm.split(size // cfg.num_mini_batches):
@@ -139,33 +139,35 @@ class Distillation:
                 loss = ((self.policy.actor(obs[batch]) - labels[batch]) ** 2).mean()
                 self.optimizer.zero_grad()
                 loss.backward()
-                if self._average_gradients(loss):
-                    torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-                    self.optimizer.step()
-                    loss_sum += loss.detach().double()
-                    updates += 1
+                skip = self._average_gradients(loss)
+                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.optimizer.step(skip)  # decided on the device: the host does not wait
+                loss_sum += torch.where(skip, 0.0, loss.detach().double())
+                updates += ~skip
         storage.step = 0
-        return {"behavior_loss": loss_sum, "steps": loss_sum.new_tensor(float(updates))}
+        return {"behavior_loss": loss_sum, "steps": updates}
 
-    def _average_gradients(self, loss: torch.Tensor) -> bool:
-        """Average the gradients and the loss over ranks in one all-reduce; False (on every rank)
-        when any of them is not finite, and the step is skipped."""
+    def _average_gradients(self, loss: torch.Tensor) -> torch.Tensor:
+        """Average the gradients and the loss over ranks in one all-reduce; returns whether any
+        of them is not finite (the same on every rank): then the step is skipped."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         flat = torch.cat([*(g.reshape(-1) for g in grads), loss.detach().reshape(1)])
         self.ctx.all_reduce_mean(flat)
-        if not torch.isfinite(flat).all():
-            return False
         for p, averaged in zip(self.params, split_like(flat[:-1], self.params), strict=True):
             p.grad = averaged.view_as(p)
-        return True
+        return ~torch.isfinite(flat).all()
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
-        return {"behavior_loss": totals["behavior_loss"] / max(totals["steps"], 1.0)}
+        return {
+            "behavior_loss": totals["behavior_loss"] / max(totals["steps"], 1.0),
+            "learning_rate": totals["learning_rate"],
+            "action_std": totals["action_std"],
+        }
 
     # ------------------------------------------------------------------------------ common
 
-    def log_values(self) -> dict[str, float]:
-        return {"learning_rate": self.optimizer.lr, "action_std": self.policy.noise_std().mean().item()}
+    def log_values(self) -> dict[str, torch.Tensor]:
+        return {"learning_rate": self.optimizer.lr, "action_std": self.policy.noise_std().mean()}
 
     def inference_policy(self) -> ActorCritic:
         return self.policy
@@ -175,7 +177,7 @@ class Distillation:
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "learning_rate": self.optimizer.lr,
+            "learning_rate": self.optimizer.lr.item(),
             "teacher": self.teacher.state_dict(),
         }
 
@@ -193,7 +195,7 @@ class Distillation:
         tensors = [*self.policy.state_dict().values(), *self.teacher.state_dict().values()]
         self.ctx.broadcast_tensors([*tensors, *self.optimizer.tensors()])
         rate = NamedPack(torch.float64, self.ctx.device).add("learning_rate", self.optimizer.lr).broadcast(self.ctx)
-        self.optimizer.lr = rate["learning_rate"].item()
+        self.optimizer.lr.copy_(rate["learning_rate"].view(()))
 
     def parameters(self) -> list[torch.Tensor]:
         return self.params

@@ -4,8 +4,11 @@ Constructing torch.optim.Adam imports torch._dynamo (about 800 modules and 70 MB
 measured with torch 2.13), more than the rest of PPO and a third of mjrl's memory budget for a
 CPU run. This class does the same arithmetic as torch.optim.Adam with default settings (tested
 against it), keeps its state in the same per-parameter form, and never synchronises with the
-host. Each step issues about ten operations whatever the number of parameter tensors (one per
-tensor per stage before): on a GPU every operation costs host time, whatever its size.
+host: the learning rate is a float64 tensor on the parameters' device (an adaptive schedule
+changes it there), and a step can be skipped by a decision made on the device. Each step
+issues about ten operations whatever the number of parameter tensors (one per tensor per stage
+before): on a GPU every operation costs host time, whatever its size; a skippable step adds a
+copy and one `where` per tensor.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ class Adam:
         eps: float = 1e-8,
     ):
         self.params = [p for p in params if p.requires_grad]
-        self.lr = lr
+        self.lr = torch.tensor(lr, dtype=torch.float64, device=self.params[0].device)
+        """The learning rate, written in place (a captured step reads it from this tensor)."""
         self.betas = betas
         self.eps = eps
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
@@ -35,14 +39,31 @@ class Adam:
                 "exp_avg": torch.zeros_like(p),
                 "exp_avg_sq": torch.zeros_like(p),
             }
+        self._backup = [t.clone() for t in self._stepped()]  # what a skipped step puts back
 
     def zero_grad(self) -> None:
         grads = [p.grad for p in self.params if p.grad is not None]
         if grads:
             torch._foreach_zero_(grads)
 
+    def _stepped(self) -> list[torch.Tensor]:
+        """Every tensor a step changes: the parameters and their state."""
+        states = [self.state[p] for p in self.params]
+        return [*self.params, *(s[k] for k in ("exp_avg", "exp_avg_sq", "step") for s in states)]
+
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, skip: torch.Tensor | None = None) -> None:
+        """One Adam step. With `skip` (a bool tensor), where it is True everything is left as it
+        was (a non-finite gradient, say): the step is taken, then undone on the device, so the
+        host never waits to decide."""
+        if skip is not None:
+            torch._foreach_copy_(self._backup, self._stepped())
+        self._step()
+        if skip is not None:
+            for tensor, before in zip(self._stepped(), self._backup, strict=True):
+                torch.where(skip, before, tensor, out=tensor)
+
+    def _step(self) -> None:
         params = [p for p in self.params if p.grad is not None]
         if not params:
             return
@@ -61,7 +82,7 @@ class Adam:
         bias_correction2_sqrt = torch.sqrt(1 - beta2**step)
         denom = torch._foreach_div(torch._foreach_sqrt(exp_avg_sqs), bias_correction2_sqrt)
         torch._foreach_add_(denom, self.eps)
-        torch._foreach_mul_(denom, bias_correction1 / self.lr)
+        torch._foreach_mul_(denom, bias_correction1 / self.lr.float())
         torch._foreach_addcdiv_(params, exp_avgs, denom, value=-1.0)
 
     def tensors(self) -> list[torch.Tensor]:
@@ -70,7 +91,7 @@ class Adam:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "lr": self.lr,
+            "lr": self.lr.item(),
             "betas": list(self.betas),
             "eps": self.eps,
             "state": [{k: v.clone() for k, v in self.state[p].items()} for p in self.params],
@@ -79,7 +100,8 @@ class Adam:
     def load_state_dict(self, saved: dict[str, Any]) -> None:
         if len(saved["state"]) != len(self.params):
             raise ValueError(f"optimizer state of {len(saved['state'])} parameters for {len(self.params)} parameters")
-        self.lr, self.betas, self.eps = saved["lr"], tuple(saved["betas"]), saved["eps"]
+        self.lr.fill_(saved["lr"])
+        self.betas, self.eps = tuple(saved["betas"]), saved["eps"]
         for p, state in zip(self.params, saved["state"], strict=True):
             for key, value in state.items():
                 self.state[p][key].copy_(value)

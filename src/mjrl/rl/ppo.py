@@ -165,7 +165,10 @@ class PPO:
         self.flat_grad = torch.zeros(self.grad_size + 3, device=ctx.device)
         self._attach_gradients()
         self.generator = torch.Generator(device=ctx.device)
-        self.consecutive_skips = 0
+        self.consecutive_skips = torch.zeros((), dtype=torch.float64, device=ctx.device)
+        """Gradient steps (updates, in "rollout" sync mode) skipped in a row for a non-finite value,
+        counted on the device; `update_metrics` raises `NonFiniteUpdate` when it reaches
+        `MAX_CONSECUTIVE_SKIPS`."""
 
     # ------------------------------------------------------------------------ collection
 
@@ -230,10 +233,15 @@ class PPO:
         return sums
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
+        if totals["consecutive_skips"] >= self.MAX_CONSECUTIVE_SKIPS:
+            raise NonFiniteUpdate(
+                f"{int(totals['consecutive_skips'])} consecutive PPO updates had a non-finite loss or gradient; "
+                "lower --algorithm.learning-rate or check the task's observations and rewards"
+            )
         metrics = update_metrics(totals)
         if "symmetry_loss" in totals:
             metrics["symmetry_loss"] = totals["symmetry_loss"] / max(totals["steps"], 1.0)
-        return metrics
+        return {**metrics, "learning_rate": totals["learning_rate"], "action_std": totals["action_std"]}
 
     def update_on(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """One PPO update on a rollout. Returns this rank's sums by name: over its minibatch
@@ -277,15 +285,20 @@ class PPO:
         size = batch["actions"].shape[0]
         mb_size = size // cfg.num_mini_batches
 
+        # Every decision below (skip a step, change the learning rate) is made on the device:
+        # the host never waits for a minibatch step to finish.
         per_step_sync = cfg.sync == "gradients"
         start = None if per_step_sync else self._snapshot()
-        sums = torch.zeros(len(STEP_STATISTICS), device=self.ctx.device)
-        symmetry_sum = torch.zeros((), device=self.ctx.device)
-        updates = skipped = 0
-        learning_rate_sum = 0.0  # the rate each step used: the adaptive schedule moves it within the update
+        device = self.ctx.device
+        sums = torch.zeros(len(STEP_STATISTICS), device=device)
+        symmetry_sum = torch.zeros((), device=device)
+        updates = torch.zeros((), device=device)  # steps taken (float32, as the KL mean divides by it)
+        skipped = torch.zeros((), dtype=torch.bool, device=device)
+        # The rate each step used: the adaptive schedule moves it within the update.
+        learning_rate_sum = torch.zeros((), dtype=torch.float64, device=device)
         for _ in range(cfg.num_learning_epochs):
             # A fresh permutation every epoch, applied once; minibatches are consecutive chunks.
-            perm = torch.randperm(size, device=self.ctx.device, generator=self.generator)
+            perm = torch.randperm(size, device=device, generator=self.generator)
             chunks = {k: v[perm].split(mb_size) for k, v in batch.items()}
             for i in range(len(chunks["actions"])):
                 mb = {k: chunk[i] for k, chunk in chunks.items()}
@@ -312,41 +325,38 @@ class PPO:
                     statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
 
                 # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
-                # "gradients" mode, kept local in "rollout" mode.
+                # "gradients" mode, kept local in "rollout" mode. A non-finite value anywhere
+                # skips the step (on every rank, in "gradients" mode).
                 self.flat_grad.zero_()
                 loss.backward()
-                kl_value, nonfinite = self._gradient_step_inputs(kl, loss, per_step_sync)
-                if nonfinite:
-                    skipped += 1
-                    if per_step_sync:
-                        self._count_skip()
-                    continue
+                kl_mean, skip = self._gradient_step_inputs(kl, loss, per_step_sync)
 
                 # Adaptive learning rate from the rank-averaged KL: every rank computes the
                 # same rate itself.
                 if per_step_sync and cfg.schedule == "adaptive":
-                    self._adapt_learning_rate(kl_value)
+                    self._adapt_learning_rate(kl_mean, skip)
 
                 self.clip_gradients()
-                self.optimizer.step()
-                sums += statistics
+                self.optimizer.step(skip)
+                sums += torch.where(skip, 0.0, statistics)
                 if self.mirrors is not None:
-                    symmetry_sum += symmetry.detach()
-                learning_rate_sum += self.learning_rate
-                updates += 1
+                    symmetry_sum += torch.where(skip, 0.0, symmetry.detach())
+                learning_rate_sum += torch.where(skip, 0.0, self.optimizer.lr)
+                updates += ~skip
+                skipped |= skip
                 if per_step_sync:
-                    self.consecutive_skips = 0
+                    self._count_skip(skip)
         if not per_step_sync:
             kl_sum = sums[STEP_STATISTICS.index("mean_kl")]
-            self._average_rollout_update(start, kl_sum / max(updates, 1), skipped > 0)
+            self._average_rollout_update(start, kl_sum / updates.clamp(min=1.0), skipped)
 
         step_sums = dict(zip(STEP_STATISTICS, sums.double().unbind(), strict=True))
         if self.mirrors is not None:
             step_sums["symmetry_loss"] = symmetry_sum.double()
         return {
             **step_sums,
-            "mean_learning_rate": sums.new_tensor(learning_rate_sum, dtype=torch.float64),
-            "steps": sums.new_tensor(float(updates), dtype=torch.float64),
+            "mean_learning_rate": learning_rate_sum,
+            "steps": updates.double(),
             **rollout_sums(returns, buf.values),
         }
 
@@ -388,58 +398,58 @@ class PPO:
             norm = torch.linalg.vector_norm(part)
             part.mul_((self.cfg.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
 
-    def _gradient_step_inputs(self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool) -> tuple[float, bool]:
-        """The KL and whether any gradient (or the loss or KL) is not finite, read on the host
-        together. With `synchronise`, all of them are first averaged over ranks in one
-        all-reduce, non-finite values zeroed: a flag set on any rank makes every rank skip."""
+    def _gradient_step_inputs(
+        self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The KL and whether any gradient (or the loss or KL) is not finite, as tensors. With
+        `synchronise`, all of them are first averaged over ranks in one all-reduce, non-finite
+        values zeroed: a flag set on any rank makes every rank skip."""
         flat, n = self.flat_grad, self.grad_size
         flat[n : n + 2] = torch.stack([kl, loss.detach()])
         flat[n + 2] = (~torch.isfinite(flat[: n + 2]).all()).float()
         if synchronise and self.ctx.is_distributed:
             flat.nan_to_num_(0.0, 0.0, 0.0)
             self.ctx.all_reduce_mean(flat)
-        kl_value, _, nonfinite = flat[n:].tolist()
-        return kl_value, nonfinite > 0
+        return flat[n], flat[n + 2] > 0
 
-    def _count_skip(self) -> None:
-        self.consecutive_skips += 1
-        if self.consecutive_skips >= self.MAX_CONSECUTIVE_SKIPS:
-            raise NonFiniteUpdate(
-                f"{self.consecutive_skips} consecutive PPO updates had a non-finite loss or gradient; "
-                "lower --algorithm.learning-rate or check the task's observations and rewards"
-            )
+    def _count_skip(self, skip: torch.Tensor) -> None:
+        """One more skip in a row, or none since the last step taken."""
+        self.consecutive_skips.add_(1.0).mul_(skip)
 
     # ------------------------------------------------------------------ "rollout" sync mode
 
     def _snapshot(self) -> list[torch.Tensor]:
         return [t.detach().clone() for t in [*self.params, *self.optimizer.tensors()]]
 
-    def _average_rollout_update(self, start: list[torch.Tensor], local_kl: torch.Tensor, local_skip: bool) -> None:
+    def _average_rollout_update(
+        self, start: list[torch.Tensor], local_kl: torch.Tensor, local_skip: torch.Tensor
+    ) -> None:
         """Average the change of parameters and Adam moments over ranks with one all-reduce;
         if any rank met a non-finite value, every rank returns to the starting state."""
         current = [*self.params, *self.optimizer.tensors()]
         deltas = [(now.detach() - before).reshape(-1) for now, before in zip(current, start, strict=True)]
         pack = NamedPack(torch.float32, local_kl.device)
-        pack.add("deltas", torch.cat(deltas)).add("kl", local_kl).add("skip", float(local_skip))
+        pack.add("deltas", torch.cat(deltas)).add("kl", local_kl).add("skip", local_skip.float())
         mean = pack.all_reduce_mean(self.ctx)
-        any_skip = mean["skip"].item() > 0
+        any_skip = mean["skip"] > 0
         with torch.no_grad():
             for tensor, before, delta in zip(current, start, split_like(mean["deltas"], current), strict=True):
-                tensor.copy_(before if any_skip else before + delta.to(tensor.dtype))
-        if any_skip:
-            self._count_skip()
-            return
-        self.consecutive_skips = 0
+                tensor.copy_(torch.where(any_skip, before, before + delta.to(tensor.dtype)))
+        self._count_skip(any_skip)
         if self.cfg.schedule == "adaptive":
-            self._adapt_learning_rate(mean["kl"].item())
+            self._adapt_learning_rate(mean["kl"], any_skip)
 
     # ------------------------------------------------------------------------------ common
 
     def inference_policy(self) -> ActorCritic:
         return self.policy
 
-    def log_values(self) -> dict[str, float]:
-        return {"learning_rate": self.learning_rate, "action_std": self.policy.noise_std().mean().item()}
+    def log_values(self) -> dict[str, torch.Tensor]:
+        return {
+            "learning_rate": self.optimizer.lr,
+            "action_std": self.policy.noise_std().mean(),
+            "consecutive_skips": self.consecutive_skips,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint entries `policy`, `optimizer` and `learning_rate` (the generator is
@@ -463,8 +473,8 @@ class PPO:
         if not self.ctx.is_distributed:
             return
         self.ctx.broadcast_tensors([*self.policy.state_dict().values(), *self.optimizer.tensors()])
-        rate = NamedPack(torch.float64, self.ctx.device).add("learning_rate", self.learning_rate).broadcast(self.ctx)
-        self.set_learning_rate(rate["learning_rate"].item())
+        rate = NamedPack(torch.float64, self.ctx.device).add("learning_rate", self.optimizer.lr).broadcast(self.ctx)
+        self.optimizer.lr.copy_(rate["learning_rate"].view(()))
 
     def parameters(self) -> list[torch.Tensor]:
         return self.params
@@ -472,20 +482,26 @@ class PPO:
     def parameter_checksum(self) -> torch.Tensor:
         return parameter_checksum(self.params)
 
-    def _adapt_learning_rate(self, kl: float) -> None:
-        if kl > 2.0 * self.cfg.desired_kl:
-            self.set_learning_rate(max(1e-5, self.learning_rate / 1.5))
-        elif 0.0 < kl < 0.5 * self.cfg.desired_kl:
-            self.set_learning_rate(min(1e-2, self.learning_rate * 1.5))
+    def _adapt_learning_rate(self, kl: torch.Tensor, skip: torch.Tensor) -> None:
+        """Divide the rate by 1.5 (down to 1e-5) when the KL is above twice its target, multiply
+        it by 1.5 (up to 1e-2) when below half; on the device, in float64 as on the host before,
+        and not where the step is skipped."""
+        rate, kl, target = self.optimizer.lr, kl.double(), self.cfg.desired_kl
+        lower, higher = (rate / 1.5).clamp(min=1e-5), (rate * 1.5).clamp(max=1e-2)
+        adapted = torch.where(kl > 2.0 * target, lower, torch.where((kl > 0.0) & (kl < 0.5 * target), higher, rate))
+        torch.where(skip, rate, adapted, out=rate)
 
     @property
     def learning_rate(self) -> float:
-        return self.optimizer.lr
+        """The current rate, read on the host (for checkpoints and reports, not in the loop)."""
+        return self.optimizer.lr.item()
 
     def set_learning_rate(self, learning_rate: float) -> None:
-        self.optimizer.lr = learning_rate
+        self.optimizer.lr.fill_(learning_rate)
 
-    def _pool_rollout_statistics(self, advantages: torch.Tensor, buf: RolloutBuffer) -> tuple[float, float]:
+    def _pool_rollout_statistics(
+        self, advantages: torch.Tensor, buf: RolloutBuffer
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         policy = self.policy
         observations = {
             group: (normalizer, obs)
@@ -503,6 +519,6 @@ class PPO:
         pooled = pack.all_reduce_sum(self.ctx)
         for group, (normalizer, _) in observations.items():
             update_from_sums(normalizer, pooled[f"{group}_observations"])
-        total, squares, count = pooled["advantages"].tolist()
+        total, squares, count = pooled["advantages"].unbind()
         mean = total / count
-        return mean, max(squares / count - mean**2, 0.0) ** 0.5
+        return mean, (squares / count - mean**2).clamp(min=0.0).sqrt()

@@ -35,13 +35,18 @@ def env_statistics(env: VecEnv) -> dict[str, torch.Tensor]:
 
 
 def pack_iteration(
-    env: VecEnv, update_sums: Mapping[str, torch.Tensor], timings: Mapping[str, float], stop_signal: int
+    env: VecEnv,
+    update_sums: Mapping[str, torch.Tensor],
+    algorithm_values: Mapping[str, torch.Tensor],
+    timings: Mapping[str, float],
+    stop_signal: int,
 ) -> NamedPack:
     """What every rank contributes to the iteration's gather: statistics and update sums are
-    summed over ranks; timings are those of the slowest rank, and the stop signal is the largest
-    any rank received (so that every rank stops after the same iteration)."""
+    summed over ranks; the algorithm's values (`Algorithm.log_values`, the same on every rank),
+    the timings of the slowest rank and the largest stop signal any rank received (so that
+    every rank stops after the same iteration) are pooled by their maximum."""
     pack = NamedPack(torch.float64, env.device)
-    pack.add_all(env_statistics(env)).add_all(update_sums)
+    pack.add_all(env_statistics(env)).add_all(update_sums).add_all(algorithm_values, reduce="max")
     pack.add_all(timings, reduce="max").add("stop_signal", float(stop_signal), reduce="max")
     return pack
 

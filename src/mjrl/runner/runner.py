@@ -194,8 +194,8 @@ class Runner:
             it = self.state.iteration + 1
             print(f"rank {ctx.rank} it {it}: coll {collection_s:.2f}s learn {learning_s:.2f}s", flush=True)
         timings = {"collection_s": collection_s, "learning_s": learning_s, "collective_s": collective_s}
-        pooled = pack_iteration(env, update_sums, timings, self.stop.requested).all_gather(ctx)
-        totals = {name: value.item() for name, value in pooled.items()}
+        values = self.algorithm.log_values()
+        totals = pack_iteration(env, update_sums, values, timings, self.stop.requested).all_gather_values(ctx)
         step_count = self.cfg.runner.num_steps_per_env * env.num_envs * ctx.world_size
         self.state.env_steps += step_count
         self.state.wall_s += totals["collection_s"] + totals["learning_s"]
@@ -207,7 +207,6 @@ class Runner:
             "steps_per_second": step_count / (totals["collection_s"] + totals["learning_s"]),
             **{name: totals[name] for name in timings},
             **self.algorithm.update_metrics(totals),
-            **self.algorithm.log_values(),
             **term_metrics(totals, env.term_names()),
             **gauge_metrics(totals),
         }
