@@ -3,7 +3,7 @@ does it save? An experiment for a GPU: the training loop there is bound by the h
 launches (docs/benchmarks.md, "On a GPU"), about 200 small torch ops per env step.
 
     python scripts/bench_graph_rollout.py --device cuda [--task Mjrl-Velocity-Flat-Quadruped]
-        [--num-envs 4096] [--rollouts 10]
+        [--num-envs 4096] [--rollouts 10] [--deterministic]
 
 Builds the task's env and PPO as training does and times `Runner.collect()` as training runs it
 (eager). Then, for each way of putting the physics into a torch CUDA graph, it captures one
@@ -15,16 +15,17 @@ rollout with `torch.cuda.graph` and times its replay:
   inline-unrolled  the same with mujoco_warp's `opt.graph_conditional` off: every solver
                    iteration launched, no conditional node (Warp pauses and resumes a capture
                    around each conditional node, which torch's allocator may not follow);
-  child            mjrl's captured substep loop (a Warp graph) inserted as a child graph node.
-                   Expected to fail: that graph holds mempool allocation nodes, which CUDA has
-                   refused in child graphs; tried last, for the record.
+
+(mjrl's captured substep loop inserted as a child graph node was tried too, and refused on an
+H100: "Child graph contains an unsupported operation (memory allocation)"; docs/benchmarks.md.)
 
 Each way is checked against an eager twin (same seed, same rollouts before it) over three
 replays, each followed by the twin's eager rollout: the largest difference of every buffer
 field. The first replay repeats the capture's own Python decisions and inputs, so only the
 later ones show env state kept outside the graph (a tensor rebound instead of written in
-place, a Python counter) or memory reused under the graph. Prints one JSON line; on the CPU
-only the eager time.
+place, a Python counter) or memory reused under the graph. Only with `--deterministic`
+(mujoco_warp's deterministic physics) can the replay equal its twin bit for bit on a GPU.
+Prints one JSON line; on the CPU only the eager time.
 """
 
 from __future__ import annotations
@@ -45,17 +46,16 @@ if TYPE_CHECKING:
     from mjrl.envs import Task
     from mjrl.rl.ppo import RolloutBuffer
     from mjrl.runner.runner import Runner
-    from mjrl.sim import Simulation
 
-Mode = Literal["inline", "inline-unrolled", "child"]
-MODES: tuple[Mode, ...] = ("inline", "inline-unrolled", "child")
+Mode = Literal["inline", "inline-unrolled"]
+MODES: tuple[Mode, ...] = ("inline", "inline-unrolled")
 FIELDS = ("actor_obs", "critic_obs", "actions", "log_probs", "values", "rewards", "dones")
 REPLAYS_CHECKED = 3
 
 
 def build(task: Task, args: argparse.Namespace, mode: Mode | None, log_root: str) -> Runner:
     """A warm runner for `mode` (None: training's own configuration)."""
-    sim = dataclasses.replace(task.env_cfg.sim, graph=mode in (None, "child"))
+    sim = dataclasses.replace(task.env_cfg.sim, graph=mode is None, deterministic=args.deterministic)
     task = dataclasses.replace(task, env_cfg=dataclasses.replace(task.env_cfg, sim=sim))
     cfg = dataclasses.replace(train_config(task, args.num_envs, 1, log_root, args.device), seed=args.seed)
     torch.manual_seed(args.seed)
@@ -84,40 +84,15 @@ def seconds_per_rollout(rollout: Callable[[], None], device: torch.device, rollo
     return (time.perf_counter() - start) / rollouts
 
 
-def insert_physics_as_child_graph(sim: Simulation) -> None:
-    """Make `sim.step` insert its Warp graph into a capturing stream (a launch elsewhere)."""
-    import warp as wp
-    import warp._src.context as warp_context
-
-    def step() -> None:
-        sim.physics_version += 1
-        stream = sim.warp_stream()
-        if torch.cuda.is_current_stream_capturing():
-            core = warp_context.runtime.core
-            if not core.wp_cuda_graph_insert_child_graph(sim.wp_device.context, stream.cuda_stream, sim._graph.graph):
-                raise RuntimeError(f"child graph: {warp_context.runtime.get_error_string()}")
-        else:
-            wp.capture_launch(sim._graph, stream=stream)
-
-    sim.step = step
-
-
 def capture_rollout(runner: Runner, mode: Mode) -> Callable[[], None]:
-    """One rollout captured with torch.cuda.graph; returns its replay. The env's observation
-    is the graph's input and output: the rollout starts from a fixed tensor and copies its last
-    observation back into it."""
+    """One rollout captured with torch.cuda.graph; returns its replay. The env's observations
+    are the graph's input and output (`env.obs`, written in place)."""
     import warp as wp
 
     env, device = runner.env, runner.env.device
-    if mode == "child":
-        insert_physics_as_child_graph(env.sim)
-    start_obs = {group: obs.clone() for group, obs in env.obs.items()}
 
     def rollout() -> None:
-        env.obs = start_obs
-        runner.collect()
-        for group, obs in env.obs.items():
-            start_obs[group].copy_(obs)
+        runner.collect()  # from and into `env.obs`, which the env writes in place
         runner.algorithm.storage.step = 0
 
     # A rollout on a side stream first, as torch asks before a capture (it is one of the twin's).
@@ -133,14 +108,10 @@ def capture_rollout(runner: Runner, mode: Mode) -> Callable[[], None]:
         if hasattr(graph, "register_generator_state"):
             graph.register_generator_state(generator)
     with torch.cuda.graph(graph):  # torch begins the capture in its "global" mode
-        if mode == "child":
+        stream = env.sim.warp_stream()  # the object the steps' ScopedStream makes current
+        mode_of_torch = wp.CaptureMode.GLOBAL
+        with wp.ScopedCapture(device=env.sim.wp_device, stream=stream, external=True, capture_mode=mode_of_torch):
             rollout()
-        else:
-            stream = env.sim.warp_stream()  # the object the steps' ScopedStream makes current
-            mode_of_torch = wp.CaptureMode.GLOBAL
-            with wp.ScopedCapture(device=env.sim.wp_device, stream=stream, external=True, capture_mode=mode_of_torch):
-                rollout()
-    env.obs = start_obs
     return graph.replay
 
 
@@ -193,6 +164,12 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--rollouts", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="mujoco_warp's deterministic mode: without it a GPU's contacts come in a varying order, so no "
+        "replay equals its eager twin bit for bit",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     task = load_task(args.task)
@@ -204,6 +181,7 @@ def main() -> None:
             "task": args.task,
             "device": args.device,
             "num_envs": args.num_envs,
+            "deterministic": args.deterministic,
             "eager": {"seconds_per_rollout": round(eager_s, 4), "env_steps_per_s": round(steps / eager_s)},
         }
         if runner.env.device.type == "cuda":

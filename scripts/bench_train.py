@@ -161,6 +161,7 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
                 "task": args.task,
                 "device": args.device,
                 "graph": task.env_cfg.sim.graph,
+                "deterministic": task.env_cfg.sim.deterministic,
                 "num_envs": num_envs,
                 "bare_physics_steps_per_s": round(physics),
                 "replayed_physics_steps_per_s": round(replayed),
@@ -190,15 +191,16 @@ def main() -> None:
     parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:0)")
     parser.add_argument("--no-graph", action="store_true", help="launch every kernel (`--env.sim.graph False`)")
+    parser.add_argument(
+        "--deterministic", action="store_true", help="mujoco_warp's deterministic mode (`--env.sim.deterministic True`)"
+    )
     parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")
     parser.add_argument("--profile-out", default="profile.txt")
     args = parser.parse_args()
     torch.set_num_threads(args.torch_threads)
     task = load_task(args.task)
-    if args.no_graph:
-        task = dataclasses.replace(
-            task, env_cfg=dataclasses.replace(task.env_cfg, sim=dataclasses.replace(task.env_cfg.sim, graph=False))
-        )
+    sim = dataclasses.replace(task.env_cfg.sim, graph=not args.no_graph, deterministic=args.deterministic)
+    task = dataclasses.replace(task, env_cfg=dataclasses.replace(task.env_cfg, sim=sim))
     for num_envs in args.num_envs:
         measure(task, num_envs, args)
     if args.profile_envs:

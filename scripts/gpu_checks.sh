@@ -8,6 +8,7 @@
 #   bash scripts/gpu_checks.sh mjlab       # mjlab's Go1 task beside mjrl on mjlab's Go1 and on its own, 4096 envs
 #   bash scripts/gpu_checks.sh throughput  # bare physics, replayed substeps, training loop at 1024-8192 envs; a profile
 #   bash scripts/gpu_checks.sh graph       # a whole rollout as one CUDA graph: does it work, what it saves
+#   bash scripts/gpu_checks.sh deterministic  # the cost of mujoco_warp's deterministic mode
 #   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
 #   bash scripts/gpu_checks.sh learn       # the flat quadruped at 4096 envs to its targets, wall time
 #   bash scripts/gpu_checks.sh faults      # a rank killed under torchrun with NCCL
@@ -102,9 +103,13 @@ throughput() {
 graph() {
   # Whether a rollout captured as one CUDA graph replays like the eager one, and how much faster.
   local task
+  # With --deterministic (mujoco_warp's deterministic physics) a replay must equal its eager
+  # twin bit for bit: every difference left is state the loop keeps outside the graph.
   for task in ${GRAPH_TASKS:-$GO1 Mjrl-Cartpole-Balance}; do
-    run "${GRAPH_S:-150}" $PY scripts/bench_graph_rollout.py --device cuda --task $task --num-envs 4096 --rollouts 10 |
-      grep '^{' >>"$OUT/graph.jsonl"
+    for flag in --deterministic ""; do
+      run "${GRAPH_S:-150}" $PY scripts/bench_graph_rollout.py --device cuda --task $task --num-envs 4096 \
+        --rollouts 10 $flag | grep '^{' >>"$OUT/graph.jsonl"
+    done
   done
 }
 
@@ -194,6 +199,17 @@ mjlab() {
     --num-envs $envs --iterations 10 --physics-steps 300 | grep '^{' >> $OUT/throughput.jsonl"
 }
 
+deterministic() {
+  # Issue 43, item 4: what mujoco_warp's deterministic mode costs (`--env.sim.deterministic`),
+  # the quadruped at 4096 envs, without and with it. DETERMINISTIC_DEVICE=cpu
+  # DETERMINISTIC_ENVS=16 try the phase on a CPU machine.
+  local flag device=${DETERMINISTIC_DEVICE:-cuda} envs=${DETERMINISTIC_ENVS:-4096}
+  for flag in "" --deterministic; do
+    run 150 $PY scripts/bench_train.py --device "$device" --task $GO1 --num-envs "$envs" --iterations 5 \
+      --physics-steps 200 $flag | grep '^{' >>"$OUT/deterministic.jsonl"
+  done
+}
+
 nccl() {
   local root=/tmp/nccl
   run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
@@ -260,9 +276,10 @@ phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | mjlab | throughput | graph | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | graph | deterministic | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, mjlab, throughput, graph, nccl, learn, faults, tests, scale or humanoid" >&2
+    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, nccl, learn, faults, tests, scale" \
+      "or humanoid" >&2
     exit 2
     ;;
   esac

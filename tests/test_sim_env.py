@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
+import mujoco_warp as mjw
 import pytest
 import torch
 from conftest import DEVICE
@@ -39,20 +40,23 @@ def test_state_tensors_alias_warp_and_reset_touches_only_masked_worlds():
     assert torch.all(sim.qvel[~mask, 1] != 0)
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
 @pytest.mark.parametrize("task_name", ["Mjrl-Cartpole-Balance", "Mjrl-Velocity-Flat-Quadruped"])
-def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
+def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str, deterministic: bool):
     """The captured substep loop (Warp's C++ replay on the CPU, a CUDA graph on GPUs) gives
     bit-identical states to launching every kernel from Python, through control changes and
     partial resets, with contacts (quadruped) and without (cartpole); on a GPU, with contacts,
-    equal to float rounding."""
+    equal to float rounding, unless the physics is deterministic (`SimConfig.deterministic`)."""
     task = load_task(task_name)
     spec = task.build(task.env_cfg)
     sims = [
-        Simulation(spec.scene.build()[0], 4, DEVICE, dataclasses.replace(task.env_cfg.sim, graph=graph))
+        Simulation(spec.scene.build()[0], 4, DEVICE, dataclasses.replace(task.env_cfg.sim, graph=graph,
+                                                                        deterministic=deterministic))
         for graph in (True, False)
-    ]
+    ]  # fmt: skip
     replayed, launched = sims
     assert replayed._graph is not None and launched._graph is None
+    assert replayed.model.opt.deterministic == (mjw.DeterminismType.ALL if deterministic else 0)
     # The warm-up step taken before capture is undone: both start from the same rest state.
     for name in ("qpos", "qvel", "time", "xpos"):
         assert torch.equal(getattr(replayed, name), getattr(launched, name)), name
@@ -72,7 +76,7 @@ def test_replayed_graph_steps_exactly_like_kernel_launches(task_name: str):
     assert not torch.equal(replayed.qpos, replayed.qpos0.expand_as(replayed.qpos))  # the worlds moved
     for name in ("qpos", "qvel", "sensordata", "xpos", "time", "nacon"):
         ours, theirs = getattr(replayed, name), getattr(launched, name)
-        if device.type == "cuda" and ours.is_floating_point():
+        if device.type == "cuda" and ours.is_floating_point() and not deterministic:
             # On a GPU, mujoco_warp's collision kernels append contacts through an atomic
             # counter: their order, and with it the order of the solver's sums, changes from one
             # run to the next, replayed or not (H100, 2026-11-26: the quadruped's states differed

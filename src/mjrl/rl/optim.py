@@ -7,8 +7,8 @@ against it), keeps its state in the same per-parameter form, and never synchroni
 host: the learning rate is a float64 tensor on the parameters' device (an adaptive schedule
 changes it there), and a step can be skipped by a decision made on the device. Each step
 issues about ten operations whatever the number of parameter tensors (one per tensor per stage
-before): on a GPU every operation costs host time, whatever its size; a skippable step adds a
-copy and one `where` per tensor.
+before): on a GPU every operation costs host time, whatever its size; a skippable step adds
+two copies and a `where` per parameter tensor and one for all the state.
 """
 
 from __future__ import annotations
@@ -32,24 +32,24 @@ class Adam:
         """The learning rate, written in place (a captured step reads it from this tensor)."""
         self.betas = betas
         self.eps = eps
-        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
-        for p in self.params:
-            self.state[p] = {
-                "step": torch.zeros((), dtype=torch.float32, device=p.device),
-                "exp_avg": torch.zeros_like(p),
-                "exp_avg_sq": torch.zeros_like(p),
-            }
-        self._backup = [t.clone() for t in self._stepped()]  # what a skipped step puts back
+        # Every parameter's state is a view into one flat buffer (its moments, then the step
+        # counts), so that a skipped step puts the state back in one operation.
+        sizes = [p.numel() for p in self.params]
+        total = sum(sizes)
+        self._flat_state = torch.zeros(2 * total + len(sizes), device=self.params[0].device)
+        averages, squares = self._flat_state[:total].split(sizes), self._flat_state[total : 2 * total].split(sizes)
+        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {
+            p: {"step": self._flat_state[2 * total + i], "exp_avg": a.view_as(p), "exp_avg_sq": sq.view_as(p)}
+            for i, (p, a, sq) in enumerate(zip(self.params, averages, squares, strict=True))
+        }
+        # What a skipped step puts back.
+        self._state_backup = torch.empty_like(self._flat_state)
+        self._param_backup = [p.detach().clone() for p in self.params]
 
     def zero_grad(self) -> None:
         grads = [p.grad for p in self.params if p.grad is not None]
         if grads:
             torch._foreach_zero_(grads)
-
-    def _stepped(self) -> list[torch.Tensor]:
-        """Every tensor a step changes: the parameters and their state."""
-        states = [self.state[p] for p in self.params]
-        return [*self.params, *(s[k] for k in ("exp_avg", "exp_avg_sq", "step") for s in states)]
 
     @torch.no_grad()
     def step(self, skip: torch.Tensor | None = None) -> None:
@@ -57,11 +57,13 @@ class Adam:
         was (a non-finite gradient, say): the step is taken, then undone on the device, so the
         host never waits to decide."""
         if skip is not None:
-            torch._foreach_copy_(self._backup, self._stepped())
+            torch._foreach_copy_(self._param_backup, self.params)
+            self._state_backup.copy_(self._flat_state)
         self._step()
         if skip is not None:
-            for tensor, before in zip(self._stepped(), self._backup, strict=True):
-                torch.where(skip, before, tensor, out=tensor)
+            torch.where(skip, self._state_backup, self._flat_state, out=self._flat_state)
+            for param, before in zip(self.params, self._param_backup, strict=True):
+                torch.where(skip, before, param, out=param)
 
     def _step(self) -> None:
         params = [p for p in self.params if p.grad is not None]

@@ -42,6 +42,11 @@ class SimConfig:
     """Capture the substep loop once and replay it: a CUDA graph on GPUs, Warp's C++ replay on the
     CPU (3-4x faster there, since it skips the Python cost of about 90 kernel launches per physics
     step). False launches every kernel from Python on each step."""
+    deterministic: bool = False
+    """mujoco_warp's deterministic mode (contacts in a stable order, constraint rows in a
+    canonical one, atomic sums that do not depend on the order of their terms): on a GPU two
+    runs, or a replayed graph and launched kernels, give bit-identical states, at a cost of
+    speed. On the CPU the physics is deterministic either way."""
     per_world_model_fields: tuple[str, ...] = ()
     """Model fields given one copy per world (e.g. geom_friction, body_mass) so that events can
     randomise them per env; all other model fields are shared by every world."""
@@ -156,6 +161,8 @@ class Simulation:
             # overflows (contacts, constraint rows) still warn.
             capped = mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS
             self.model.opt.warn_overflow = int(self.model.opt.warn_overflow) & ~int(capped)
+            if cfg.deterministic:
+                self.model.opt.deterministic = mjw.DeterminismType.ALL
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=cfg.nconmax, njmax=cfg.njmax)
             for name in _STATE_FIELDS:
                 setattr(self, name, wp.to_torch(getattr(self.data, name)))
