@@ -72,7 +72,7 @@ def synchronize(device: torch.device) -> None:
 
 def eager_rollout(runner: Runner) -> None:
     runner.collect()
-    runner.algorithm.storage.step = 0  # the next rollout writes the buffer again (no update)
+    runner.algorithm.storage.step.zero_()  # the next rollout writes the buffer again (no update)
 
 
 def seconds_per_rollout(rollout: Callable[[], None], device: torch.device, rollouts: int) -> float:
@@ -93,7 +93,7 @@ def capture_rollout(runner: Runner, mode: Mode) -> Callable[[], None]:
 
     def rollout() -> None:
         runner.collect()  # from and into `env.obs`, which the env writes in place
-        runner.algorithm.storage.step = 0
+        runner.algorithm.storage.step.zero_()
 
     # A rollout on a side stream first, as torch asks before a capture (it is one of the twin's).
     side = torch.cuda.Stream(device)

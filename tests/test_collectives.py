@@ -116,7 +116,7 @@ def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
     data = _rollout(envs)
     last_values = data.pop("last_values")
     ppo = PPO(policy, cfg, ctx, num_envs=last_values.numel(), num_steps=6)
-    sums = ppo.update_on(RolloutBuffer(**data, step=6), last_values)
+    sums = ppo.update_on(RolloutBuffer(**data, step=torch.tensor([6])), last_values)
     state = {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
     return state | {f"sums/{k}": v for k, v in sums.items()}
 

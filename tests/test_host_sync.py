@@ -91,11 +91,12 @@ def test_env_step_does_not_wait_on_the_device(task_name):
     assert math.isfinite(float(env.obs["actor"].sum()))
 
 
-def carried_state(env: VecEnv) -> dict[str, object]:
-    """What the env keeps between steps, by name: each tensor's storage (where it lives), and
-    each Python number or flag as it is."""
+def carried_state(env: VecEnv, extra: dict[str, object] | None = None) -> dict[str, object]:
+    """What the env (and the `extra` objects) keep between steps, by name: each tensor's storage
+    (where it lives), and each Python number or flag as it is."""
     found: dict[str, object] = {}
     holders = {"env": env, "env.terrain": env.terrain, "env.state": env.state, "env.sim": env.sim}
+    holders |= extra or {}
     for prefix, holder in holders.items():
         for name, value in (vars(holder) if holder is not None else {}).items():
             if isinstance(value, dict):
@@ -197,3 +198,31 @@ def test_a_training_iteration_reads_the_device_once(setup, tmp_path):
     per_two_iterations = {line: count for line, count in (runs[5] - runs[3]).items() if count}
     assert per_two_iterations == {next(iter(per_two_iterations), "?"): 2}, per_two_iterations
     assert next(iter(per_two_iterations)).startswith("distributed/packing.py"), per_two_iterations
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "distillation"])
+def test_the_rollout_storage_keeps_its_step_on_the_device(algorithm, tmp_path):
+    """The step a rollout storage writes next is a tensor written in place: a Python counter
+    would stay as captured, and every replayed env step would write the same row."""
+    from mjrl.distributed.context import single_process
+    from mjrl.rl import make_algorithm
+
+    task = load_task("Mjrl-Cartpole-Balance" if algorithm == "ppo" else "Mjrl-Velocity-Flat-Quadruped-Student")
+    agent = task.agent_cfg.replace(num_steps_per_env=4, num_mini_batches=2)
+    if algorithm == "distillation":
+        teacher = train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path / "teacher", "--runner.max-iterations", "1")
+        agent = agent.replace(teacher=str(teacher))  # the distillation section's field
+    env = env_for(task.name, num_envs=4)
+    learner = make_algorithm(agent, env, 4, single_process(DEVICE), seed=0)
+    obs = env.obs
+    rows = []
+    for step in range(4):
+        before = carried_state(env, {"storage": learner.storage})
+        obs, rewards, terminated, truncated, extras = env.step(learner.act(obs))
+        learner.process_env_step(rewards, terminated, truncated, extras)
+        assert carried_state(env, {"storage": learner.storage}) == before, step
+        rows.append(obs["actor"].clone())
+    stored = learner.storage.actor_obs if algorithm == "ppo" else learner.storage.student_obs
+    assert torch.equal(stored[1:], torch.stack(rows[:-1]))  # each step wrote its own row
+    learner.update()
+    assert learner.storage.step.tolist() == [0]

@@ -121,3 +121,10 @@ def parameter_checksum(params: list[torch.Tensor]) -> torch.Tensor:
     bits = torch.cat([p.detach().reshape(-1).float() for p in params]).view(torch.int32).long()
     weights = torch.arange(1, bits.numel() + 1, device=bits.device) % 65521
     return torch.stack([bits.sum(), (bits * weights).sum()])
+
+
+def write_at_step(buffer: torch.Tensor, step: torch.Tensor, value: torch.Tensor) -> None:
+    """`buffer[step] = value`, with `step` a (1,) long tensor on the buffer's device: a rollout
+    storage's step index lives there, so that a captured env step writes the row the replay is
+    at, not the one of its capture (indexing with it, `buffer[step]`, would copy the row)."""
+    buffer.index_copy_(0, step, value.unsqueeze(0))

@@ -209,7 +209,7 @@ class AgentConfig:
     def replace(self, **changes: Any) -> AgentConfig:
         """This config with fields changed by name, whichever section holds them."""
         sections = {}
-        for section in ("runner", "algorithm", "policy"):
+        for section in ("runner", "algorithm", "policy", "distillation"):
             current = getattr(self, section)
             mine = {k: changes.pop(k) for k in list(changes) if k in {f.name for f in dataclasses.fields(current)}}
             sections[section] = dataclasses.replace(current, **mine)

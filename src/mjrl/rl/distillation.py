@@ -26,7 +26,7 @@ from mjrl.checkpoint import load_checkpoint, load_newest_checkpoint
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack, split_like
 from mjrl.errors import UsageError
-from mjrl.rl.algorithm import EnvInfo, Observations, parameter_checksum
+from mjrl.rl.algorithm import EnvInfo, Observations, parameter_checksum, write_at_step
 from mjrl.rl.config import DistillationConfig, PolicyConfig, saved_policy_config
 from mjrl.rl.networks import ActorCritic, build_actor_critic
 from mjrl.rl.normalizer import merge_into, warm_up_normalizers
@@ -61,7 +61,8 @@ class DistillationStorage:
 
     student_obs: torch.Tensor
     teacher_actions: torch.Tensor
-    step: int = 0
+    step: torch.Tensor
+    """(1,) long: the step the next `act` writes, on the device (see `write_at_step`)."""
 
 
 class Distillation:
@@ -85,6 +86,7 @@ class Distillation:
         self.storage = DistillationStorage(
             torch.zeros(num_steps, num_envs, dim, device=ctx.device),
             torch.zeros(num_steps, num_envs, actions, device=ctx.device),
+            torch.zeros(1, dtype=torch.long, device=ctx.device),
         )
         # Only the actor's mean learns: the exploration noise stays at the policy's init_noise_std.
         self.optimizer = Adam(student.actor.parameters(), lr=cfg.learning_rate)
@@ -98,8 +100,8 @@ class Distillation:
         """The student's actions, noised from this algorithm's generator; the teacher's actions
         for the same states are stored as labels."""
         storage = self.storage
-        storage.student_obs[storage.step].copy_(obs["actor"])
-        storage.teacher_actions[storage.step].copy_(self.teacher.act_deterministic(obs[TEACHER_GROUP]))
+        write_at_step(storage.student_obs, storage.step, obs["actor"])
+        write_at_step(storage.teacher_actions, storage.step, self.teacher.act_deterministic(obs[TEACHER_GROUP]))
         dist = self.policy.distribution(self.policy.normalize_actor(obs["actor"]))
         return dist.sample(self.generator)
 
@@ -144,7 +146,7 @@ class Distillation:
                 self.optimizer.step(skip)  # decided on the device: the host does not wait
                 loss_sum += torch.where(skip, 0.0, loss.detach().double())
                 updates += ~skip
-        storage.step = 0
+        storage.step.zero_()
         return {"behavior_loss": loss_sum, "steps": updates}
 
     def _average_gradients(self, loss: torch.Tensor) -> torch.Tensor:

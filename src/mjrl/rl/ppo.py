@@ -19,7 +19,7 @@ from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack, split_like
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
-from mjrl.rl.algorithm import Observations, parameter_checksum
+from mjrl.rl.algorithm import Observations, parameter_checksum, write_at_step
 from mjrl.rl.config import PpoConfig
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import moment_sums, update_from_sums, warm_up_normalizers
@@ -41,7 +41,8 @@ class RolloutBuffer:
     dones: torch.Tensor
     action_mean: torch.Tensor
     action_std: torch.Tensor
-    step: int = 0
+    step: torch.Tensor
+    """(1,) long: the step the next `store` writes, on the device (see `write_at_step`)."""
 
     @classmethod
     def allocate(
@@ -60,15 +61,19 @@ class RolloutBuffer:
             zeros(),
             zeros(num_actions),
             zeros(num_actions),
+            torch.zeros(1, dtype=torch.long, device=device),
         )
 
     def store(self, **fields: torch.Tensor) -> None:
         """Write fields of the current step (the step advances with `next_step`)."""
         for name, value in fields.items():
-            getattr(self, name)[self.step].copy_(value)
+            write_at_step(getattr(self, name), self.step, value)
 
     def next_step(self) -> None:
         self.step += 1
+
+    def restart(self) -> None:
+        self.step.zero_()
 
 
 def compute_gae(
@@ -229,7 +234,7 @@ class PPO:
     def update(self) -> dict[str, torch.Tensor]:
         """One PPO update on the collected rollout (see `update_on`); the buffer starts over."""
         sums = self.update_on(self.storage, self.last_values)
-        self.storage.step = 0
+        self.storage.restart()
         return sums
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
