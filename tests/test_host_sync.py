@@ -179,8 +179,16 @@ def reads_of_a_run(*args: str) -> collections.Counter[str]:
     return counter.reads
 
 
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> str:
+    """A teacher for the distillation student (one tiny iteration)."""
+    return str(
+        train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path_factory.mktemp("teacher"), "--runner.max-iterations", "1")
+    )
+
+
 @pytest.mark.parametrize("setup", ["ppo", "ppo-rollout-sync-symmetry", "distillation"])
-def test_a_training_iteration_reads_the_device_once(setup, tmp_path):
+def test_a_training_iteration_reads_the_device_once(setup, tmp_path, request):
     """Each iteration reads the device on the host once: its metrics' gather. Everything else
     (the KL that adapts the learning rate, a non-finite step's skip, the advantages' moments,
     the logged learning rate) is decided and kept on the device, so that the host can queue a
@@ -190,8 +198,10 @@ def test_a_training_iteration_reads_the_device_once(setup, tmp_path):
     if setup == "ppo-rollout-sync-symmetry":
         extra = ["--algorithm.sync", "rollout", "--algorithm.symmetry.augment", "True"]
     if setup == "distillation":
-        teacher = train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path / "teacher", "--runner.max-iterations", "1")
-        task, extra = "Mjrl-Velocity-Flat-Quadruped-Student", ["--distillation.teacher", str(teacher)]
+        task, extra = (
+            "Mjrl-Velocity-Flat-Quadruped-Student",
+            ["--distillation.teacher", request.getfixturevalue("teacher")],
+        )
     common = [task, *TINY_RUN, *extra, "--runner.eval-interval", "0", "--runner.save-interval", "1000"]
     runs = {n: reads_of_a_run(*common, "--runner.max-iterations", str(n), "--log-root", str(tmp_path / str(n)))
             for n in (3, 5)}  # fmt: skip
@@ -201,7 +211,7 @@ def test_a_training_iteration_reads_the_device_once(setup, tmp_path):
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "distillation"])
-def test_the_rollout_storage_keeps_its_step_on_the_device(algorithm, tmp_path):
+def test_the_rollout_storage_keeps_its_step_on_the_device(algorithm, request):
     """The step a rollout storage writes next is a tensor written in place: a Python counter
     would stay as captured, and every replayed env step would write the same row."""
     from mjrl.distributed.context import single_process
@@ -210,8 +220,7 @@ def test_the_rollout_storage_keeps_its_step_on_the_device(algorithm, tmp_path):
     task = load_task("Mjrl-Cartpole-Balance" if algorithm == "ppo" else "Mjrl-Velocity-Flat-Quadruped-Student")
     agent = task.agent_cfg.replace(num_steps_per_env=4, num_mini_batches=2)
     if algorithm == "distillation":
-        teacher = train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path / "teacher", "--runner.max-iterations", "1")
-        agent = agent.replace(teacher=str(teacher))  # the distillation section's field
+        agent = agent.replace(teacher=request.getfixturevalue("teacher"))  # the distillation section's field
     env = env_for(task.name, num_envs=4)
     learner = make_algorithm(agent, env, 4, single_process(DEVICE), seed=0)
     obs = env.obs
