@@ -136,6 +136,15 @@ def train_tiny(task: str, log_root: Path, *extra: str) -> Path:
     return Path(last_json(result.stdout)["run_dir"])
 
 
+@pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory) -> str:
+    """A teacher run directory for the distillation student (one tiny iteration of its task)."""
+    run_dir = train_tiny(
+        "Mjrl-Velocity-Flat-Quadruped", tmp_path_factory.mktemp("teacher"), "--runner.max-iterations", "1"
+    )
+    return str(run_dir)
+
+
 @pytest.fixture
 def log_root(tmp_path: Path) -> Path:
     return tmp_path / "logs"

@@ -15,7 +15,7 @@ import traceback
 
 import pytest
 import torch
-from conftest import DEVICE, TINY_RUN, run_main, train_tiny
+from conftest import DEVICE, TINY_RUN, run_main
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -179,14 +179,6 @@ def reads_of_a_run(*args: str) -> collections.Counter[str]:
     return counter.reads
 
 
-@pytest.fixture(scope="module")
-def teacher(tmp_path_factory) -> str:
-    """A teacher for the distillation student (one tiny iteration)."""
-    return str(
-        train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path_factory.mktemp("teacher"), "--runner.max-iterations", "1")
-    )
-
-
 @pytest.mark.parametrize("setup", ["ppo", "ppo-rollout-sync-symmetry", "distillation"])
 def test_a_training_iteration_reads_the_device_once(setup, tmp_path, request):
     """Each iteration reads the device on the host once: its metrics' gather. Everything else
@@ -200,7 +192,7 @@ def test_a_training_iteration_reads_the_device_once(setup, tmp_path, request):
     if setup == "distillation":
         task, extra = (
             "Mjrl-Velocity-Flat-Quadruped-Student",
-            ["--distillation.teacher", request.getfixturevalue("teacher")],
+            ["--distillation.teacher", request.getfixturevalue("tiny_teacher")],
         )
     common = [task, *TINY_RUN, *extra, "--runner.eval-interval", "0", "--runner.save-interval", "1000"]
     runs = {n: reads_of_a_run(*common, "--runner.max-iterations", str(n), "--log-root", str(tmp_path / str(n)))
@@ -220,7 +212,7 @@ def test_the_rollout_storage_keeps_its_step_on_the_device(algorithm, request):
     task = load_task("Mjrl-Cartpole-Balance" if algorithm == "ppo" else "Mjrl-Velocity-Flat-Quadruped-Student")
     agent = task.agent_cfg.replace(num_steps_per_env=4, num_mini_batches=2)
     if algorithm == "distillation":
-        agent = agent.replace(teacher=request.getfixturevalue("teacher"))  # the distillation section's field
+        agent = agent.replace(teacher=request.getfixturevalue("tiny_teacher"))  # the distillation section's field
     env = env_for(task.name, num_envs=4)
     learner = make_algorithm(agent, env, 4, single_process(DEVICE), seed=0)
     obs = env.obs

@@ -1,0 +1,108 @@
+"""A CUDA graph's capture and replay, emulated on the CPU (issue "A loop the GPU can replay").
+
+A CUDA graph records the kernels a piece of code launches, with the memory each reads and
+writes, and replays exactly those: Python does not run again, so a Python number the code
+changed, a tensor it rebound to a new one, or a branch it took on a value, stays as captured.
+`EmulatedGraph` does the same with torch's operations on any device: a dispatch mode records
+every operation (autograd's backward included) with its arguments, and the simulation's Warp
+launches (`step`, `forward`, `kinematics`) as calls; a replay runs the records again on the
+same tensors, writing each operation's result into the tensor it produced at capture, so that
+later records read it there. Random operations draw from their generators again, as CUDA
+graphs do with registered generators. A host read inside the captured code (`item`, `bool` of
+a tensor, `nonzero`) is an error, as in a real capture.
+
+The recording pass executes (a CUDA capture would not): it stands for the capture and the
+first replay together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from mjrl.sim import Simulation
+
+HOST_READS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default",
+              "aten.is_nonzero.default", "aten.equal.default"}  # fmt: skip
+WARP_CALLS = ("step", "forward", "kinematics")
+
+
+class CaptureError(RuntimeError):
+    """The captured code did something a CUDA graph cannot hold."""
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, records: list[Callable[[], None]]) -> None:
+        super().__init__()
+        self.records = records
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if str(func) in HOST_READS:
+            raise CaptureError(f"{func} reads the device on the host inside a captured segment")
+        out = func(*args, **kwargs)
+        self.records.append(_replay_op(func, args, kwargs, out))
+        return out
+
+
+def _replay_op(func: Any, args: tuple, kwargs: dict, captured: Any) -> Callable[[], None]:
+    def replay() -> None:
+        _write_back(captured, func(*args, **kwargs))
+
+    return replay
+
+
+def _write_back(captured: Any, fresh: Any) -> None:
+    """Put a replayed operation's result where the capture's result lives."""
+    if isinstance(captured, list | tuple):
+        for c, f in zip(captured, fresh, strict=True):
+            _write_back(c, f)
+    elif isinstance(captured, torch.Tensor) and captured is not fresh:
+        same_memory = captured.data_ptr() == fresh.data_ptr() and captured.stride() == fresh.stride()
+        if not same_memory or captured.shape != fresh.shape:  # a view made again needs nothing
+            captured.copy_(fresh)
+
+
+class EmulatedGraph:
+    """`capture(fn)` records `fn()` (running it once); `replay()` runs the records again."""
+
+    def __init__(self, sims: list[Simulation]) -> None:
+        self.sims = sims
+        self.records: list[Callable[[], None]] = []
+
+    def capture(self, fn: Callable[[], Any]) -> Any:
+        with self._warp_calls_recorded(), _Recorder(self.records):
+            return fn()
+
+    def replay(self) -> None:
+        # Below autograd: the records hold the backward's operations themselves.
+        with torch.no_grad():
+            for record in self.records:
+                record()
+
+    @contextlib.contextmanager
+    def _warp_calls_recorded(self) -> Iterator[None]:
+        """The simulations' Warp launches, recorded in order with the torch operations."""
+        originals = {(id(sim), name): getattr(sim, name) for sim in self.sims for name in WARP_CALLS}
+
+        def recorded(call: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                with _disable_current_modes():  # the call is one record, whatever it runs
+                    call()
+                self.records.append(call)
+
+            return run
+
+        try:
+            for sim in self.sims:
+                for name in WARP_CALLS:
+                    setattr(sim, name, recorded(originals[id(sim), name]))
+            yield
+        finally:
+            for sim in self.sims:
+                for name in WARP_CALLS:
+                    delattr(sim, name)  # the class's methods again
