@@ -245,7 +245,7 @@ tests() {
   local parallel=()
   $PY -c "import xdist, pytest_timeout" 2>/dev/null && parallel=(-n 8 --timeout 240)
   MJRL_TEST_FAILURES=$OUT/test_failures.txt MJRL_TEST_DEVICE=cuda run "${TESTS_S:-400}" $PY -m pytest -v -rf --tb=short -p no:cacheprovider "${parallel[@]}" \
-    tests/test_host_sync.py tests/test_sim_env.py tests/test_algorithm.py tests/test_quadruped.py \
+    tests/test_capture.py tests/test_host_sync.py tests/test_sim_env.py tests/test_algorithm.py tests/test_quadruped.py \
     tests/test_symmetry.py tests/test_training.py tests/test_evaluate.py tests/test_distillation.py \
     tests/test_terrain.py tests/test_humanoid.py | grep -v PASSED
 }

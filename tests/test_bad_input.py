@@ -126,6 +126,7 @@ CASES = {
     "launcher-procs": (["train", BALANCE, "--nproc-per-node", "100000"], "processes for each of this machine's"),
     "launcher-nodes": (["train", BALANCE, "--nproc-per-node", "1", "--nnodes", "0"], "--nnodes must be at least 1"),
     "launcher-restarts": (["train", BALANCE, "--nproc-per-node", "1", "--max-restarts", "-1"], "--max-restarts"),
+    "cuda-graphs-on-cpu": (["train", BALANCE, "--runner.cuda-graphs", "on"], "--runner.cuda-graphs on: the loop runs"),
 }  # fmt: skip
 
 

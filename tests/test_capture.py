@@ -6,6 +6,7 @@ a twin with the same seed bit for bit, for every task."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from mjrl.distributed.preemption import StopFlag
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
 from mjrl.runner.config import TrainConfig
+from mjrl.runner.faults import Fault
+from mjrl.runner.graphs import LoopGraphs, loop_graphs
 from mjrl.runner.runner import Runner, warm_up
 from mjrl.runner.state import TrainingState
 from mjrl.sim import TerrainConfig
@@ -27,17 +30,19 @@ SMALL_GRID = TerrainConfig(kind="grid", rows=3, columns_per_type=1, patch_size=4
 ITERATIONS = 6
 
 
-def build(task_name: str, log_root: Path, teacher: str | None) -> Runner:
+def build(task_name: str, log_root: Path, teacher: str | None, graphed: bool = False, **runner: object) -> Runner:
     """A runner as `train` builds it (one process, its warm-up done), small: 8 envs x 8 steps."""
     task = load_task(task_name)
     defaults = TrainConfig.for_task(task)
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=8, episode_length_s=1.0)
     if "Rough" in task_name:
         env_cfg = dataclasses.replace(env_cfg, terrain=SMALL_GRID)
+    if DEVICE != "cpu":  # a GPU's physics equals itself bit for bit only in deterministic mode
+        env_cfg = dataclasses.replace(env_cfg, sim=dataclasses.replace(env_cfg.sim, deterministic=True))
     cfg = dataclasses.replace(
         defaults,
         env=env_cfg,
-        runner=dataclasses.replace(defaults.runner, num_steps_per_env=8),
+        runner=dataclasses.replace(defaults.runner, num_steps_per_env=8, **runner),
         algorithm=dataclasses.replace(defaults.algorithm, num_mini_batches=2),
         distillation=dataclasses.replace(defaults.distillation, teacher=teacher or "", num_mini_batches=2),
         device=DEVICE,
@@ -47,8 +52,13 @@ def build(task_name: str, log_root: Path, teacher: str | None) -> Runner:
     ctx = single_process(DEVICE)
     env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
     algorithm = make_algorithm(cfg, env, 8, ctx, seed=cfg.seed)
-    warm_up(env, algorithm, ctx, cfg)
-    return Runner(task, cfg, ctx, env, algorithm, log_root, TrainingState(), False, StopFlag())
+    state = TrainingState(env_steps=warm_up(env, algorithm, ctx, cfg))
+    graphs = None
+    if graphed and DEVICE == "cpu":
+        graphs = LoopGraphs(lambda: EmulatedGraph([env.sim]))
+    elif graphed:  # with MJRL_TEST_DEVICE=cuda, the real CUDA graphs
+        graphs = loop_graphs("on", ctx, env, [env.generator, algorithm.generator])
+    return Runner(task, cfg, ctx, env, algorithm, log_root, state, False, StopFlag(), graphs=graphs)
 
 
 def state_of(runner: Runner) -> dict[str, torch.Tensor]:
@@ -113,6 +123,27 @@ def test_the_loop_replayed_as_graphs_equals_the_eager_loop(task_name, tmp_path, 
         expected, got = state_of(eager), state_of(graphed)
         differ = [name for name in expected if not bitwise_equal(expected[name], got[name])]
         assert not differ, f"iteration {iteration}: {differ}"
+
+
+def test_the_runner_with_loop_graphs_logs_what_the_eager_runner_logs(tmp_path):
+    """The runner's own segmenting (`--runner.cuda-graphs`) with the emulated graphs: its
+    metrics and final weights equal the eager runner's, through a checkpoint, a fault's
+    iteration (run eagerly, the graphs kept) and the iterations replayed after it."""
+    runs = {}
+    for graphed in (False, True):
+        runner = build("Mjrl-Velocity-Flat-Quadruped", tmp_path / str(graphed), None, graphed,
+                       max_iterations=7, save_interval=3)  # fmt: skip
+        runner.cfg = dataclasses.replace(runner.cfg, fault="nan@0:4")  # NaN actions in iteration 4
+        runner.fault = Fault.parse(runner.cfg.fault)
+        summary = runner.run()
+        if graphed:  # iterations 0 and 4 eager, 1 captured: 2, 3, 5 and 6 replayed
+            assert runner.graphs.replays == 2 * 4
+        lines = (tmp_path / str(graphed) / "metrics.jsonl").read_text().splitlines()
+        timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
+        runs[graphed] = [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
+        runs[graphed].append(summary["parameters_sha256"])
+    assert runs[True][4]["nonfinite_resets"] > 0  # the fault's iteration did corrupt its actions
+    assert runs[True] == runs[False]
 
 
 def test_a_host_read_cannot_be_captured():

@@ -27,6 +27,11 @@ class RunnerConfig:
     replica_check_interval: int = 10
     """Every this many iterations, compare a checksum of the parameters across ranks and stop
     on a difference (0: never)."""
+    cuda_graphs: Literal["auto", "on", "off"] = "off"
+    """Capture the rollout and the update each as one CUDA graph at a session's second
+    iteration and replay them after (`mjrl.runner.graphs`): one process on a GPU that captures
+    mujoco_warp's step. auto: where possible, else eager with one line saying why; on: refuse
+    to run without; off (the default until measured on a GPU): eager."""
 
     bounds: ClassVar[dict] = {
         "max_iterations": ">= 1",

@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from mjrl.errors import UsageError
 from mjrl.rl import AgentConfig, Algorithm, check_agent_config, make_algorithm
 from mjrl.runner.config import TrainConfig, validate
 from mjrl.runner.faults import Fault, nan_actions
+from mjrl.runner.graphs import LoopGraphs, loop_graphs
 from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
 from mjrl.runner.outputs import RunOutputs
 from mjrl.runner.start import agree_on_run, reseed_after_resume, restore_weights_everywhere, seed_everything
@@ -55,6 +56,7 @@ class Runner:
         resumed: bool,
         stop: StopFlag,
         given: TrainConfig | None = None,
+        graphs: LoopGraphs | None = None,
     ):
         self.task = task
         self.task_name = task.name
@@ -75,6 +77,8 @@ class Runner:
         """On rank 0, every rank's env state when last gathered (`gather_env_states`)."""
         self.last_checkpoint: Path | None = None
         self.eval_env: VecEnv | None = None
+        self.graphs = graphs
+        """The rollout and the update as graphs (`--runner.cuda-graphs`); None: eager."""
 
     # ------------------------------------------------------------------------- the loop
 
@@ -96,12 +100,13 @@ class Runner:
                 clips = self.outputs.clips
                 if clips is not None and self.state.iteration % self.cfg.video_interval == 0:
                     clips.start(self.state.iteration)
+                eager = self._eager_iteration(session_iterations)
                 t0 = self._clock()
                 comm_before = self.ctx.comm.seconds
-                self.collect()
+                self._segment("rollout", self.collect, eager)
                 t1 = self._clock()
                 with self._update_threads():
-                    update_sums = self.algorithm.update()
+                    update_sums = self._segment("update", self.algorithm.update, eager)
                 t2 = self._clock()
                 collective_s = self.ctx.comm.seconds - comm_before
                 metrics, stop_signal = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
@@ -141,6 +146,19 @@ class Runner:
             "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
             "final_metrics": metrics,
         }
+
+    def _segment(self, name: str, fn: Callable[[], Any], eager: bool) -> Any:
+        """`fn()`, or its graph's capture or replay (`--runner.cuda-graphs`)."""
+        return fn() if self.graphs is None else self.graphs.run(name, fn, eager)
+
+    def _eager_iteration(self, session_iterations: int) -> bool:
+        """Whether this iteration needs Python inside its rollout, so runs eagerly: a session's
+        first (what is made at a first use, made outside the graphs), one whose video is being
+        recorded, whose fault is injected, or after a stop was asked for (which the rollout's
+        steps check)."""
+        clips = self.outputs.clips
+        recording = clips is not None and clips.recording
+        return session_iterations == 0 or recording or self.corrupt_actions or self.stop.requested
 
     def _clock(self) -> float:
         """The time once the device has run what was queued: on a GPU the host runs ahead,
@@ -324,10 +342,11 @@ def train(
         env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
         ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
         algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed + ctx.rank)
+        graphs = loop_graphs(cfg.runner.cuda_graphs, ctx, env, [env.generator, algorithm.generator])
     except UsageError:
         # What only the built env can tell (joint names a term matches against the model, a
-        # teacher reading other observations): a fresh run's directory is still empty, and is
-        # not left behind.
+        # teacher reading other observations, whether the GPU can capture the loop): a fresh
+        # run's directory is still empty, and is not left behind.
         if ctx.is_main and not resumed and ctx.job_id is None and not any(run_dir.iterdir()):
             run_dir.rmdir()
             with contextlib.suppress(OSError):  # the task's folder and the log root, when empty
@@ -346,7 +365,7 @@ def train(
         state.env_steps = warm_up(env, algorithm, ctx, cfg)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {state.iteration}", flush=True)
-    return Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given).run()
+    return Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given, graphs).run()
 
 
 def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:

@@ -190,6 +190,17 @@ class Simulation:
             # Set-up ran on Warp's own stream; from here on Warp runs on torch's current one.
             wp.synchronize_device(self.wp_device)
 
+    @property
+    def replays_graph(self) -> bool:
+        """Whether `step` replays a captured graph of the substeps (else it launches them)."""
+        return self._graph is not None
+
+    def launch_inline(self) -> None:
+        """From now on launch the substep kernels at each step rather than replaying their
+        graph: for a capture that holds the whole env step (`mjrl.runner.graphs`), whose
+        replays then run them."""
+        self._graph = None
+
     def _graph_choice(self) -> GraphChoice:
         if not self.wp_device.is_cuda:
             return choose_graph(self.cfg.graph, False, True, True)
