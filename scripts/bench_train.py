@@ -67,7 +67,9 @@ def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[f
     return bare, replayed
 
 
-def train_config(task: Task, num_envs: int, iterations: int, log_root: str, device: str) -> TrainConfig:
+def train_config(
+    task: Task, num_envs: int, iterations: int, log_root: str, device: str, cuda_graphs: str = "off"
+) -> TrainConfig:
     """The task's training config for a benchmark: no checkpoints, evaluations or logger."""
     from mjrl.runner.config import TrainConfig
 
@@ -75,21 +77,28 @@ def train_config(task: Task, num_envs: int, iterations: int, log_root: str, devi
     return dataclasses.replace(
         defaults,
         env=dataclasses.replace(task.env_cfg, num_envs=num_envs),
-        runner=dataclasses.replace(defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0),
+        runner=dataclasses.replace(
+            defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0, cuda_graphs=cuda_graphs
+        ),
         device=device,
         logger="none",
         log_root=log_root,
     )
 
 
-def training_rate(task: Task, num_envs: int, iterations: int, log_root: str, device: str) -> tuple[float, float, float]:
-    """(env steps/s of the whole loop, median collection s, median learning s per iteration)."""
+def training_rate(
+    task: Task, num_envs: int, iterations: int, log_root: str, device: str, cuda_graphs: str = "off"
+) -> tuple[float, float, float]:
+    """(env steps/s of the whole loop, median collection s, median learning s per iteration),
+    without the first iteration (warm-up) and, with `cuda_graphs`, the second (the capture)."""
     from mjrl.distributed.context import single_process
     from mjrl.runner.runner import train
 
-    train(task, train_config(task, num_envs, iterations + 1, log_root, device), single_process(device))
+    skip = 1 if cuda_graphs == "off" else 2
+    cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs)
+    train(task, cfg, single_process(device))
     run = next(p for p in Path(log_root, task.name).iterdir())
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][1:]  # skip warm-up
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][skip:]
     steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
     seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
     median = statistics.median
@@ -150,7 +159,9 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
     ceiling = physics / task.env_cfg.sim.decimation
     replayed_ceiling = replayed / task.env_cfg.sim.decimation
     with tempfile.TemporaryDirectory() as log_root:
-        trained, collection_s, learning_s = training_rate(task, num_envs, args.iterations, log_root, args.device)
+        trained, collection_s, learning_s = training_rate(
+            task, num_envs, args.iterations, log_root, args.device, args.cuda_graphs
+        )
     rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the process's so far
     # torch's allocations on the GPU (Warp's own arrays are not counted)
@@ -162,6 +173,7 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
                 "device": args.device,
                 "graph": task.env_cfg.sim.graph,
                 "deterministic": task.env_cfg.sim.deterministic,
+                "cuda_graphs": args.cuda_graphs,
                 "num_envs": num_envs,
                 "bare_physics_steps_per_s": round(physics),
                 "replayed_physics_steps_per_s": round(replayed),
@@ -191,6 +203,9 @@ def main() -> None:
     parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:0)")
     parser.add_argument("--no-graph", action="store_true", help="launch every kernel (`--env.sim.graph False`)")
+    parser.add_argument(
+        "--cuda-graphs", default="off", choices=("off", "on", "auto"), help="`--runner.cuda-graphs`: the loop as graphs"
+    )
     parser.add_argument(
         "--deterministic", action="store_true", help="mujoco_warp's deterministic mode (`--env.sim.deterministic True`)"
     )

@@ -9,6 +9,7 @@
 #   bash scripts/gpu_checks.sh throughput  # bare physics, replayed substeps, training loop at 1024-8192 envs; a profile
 #   bash scripts/gpu_checks.sh graph       # a whole rollout as one CUDA graph: does it work, what it saves
 #   bash scripts/gpu_checks.sh deterministic  # the cost of mujoco_warp's deterministic mode
+#   bash scripts/gpu_checks.sh loop        # the training loop eager and as CUDA graphs, against its ceiling
 #   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
 #   bash scripts/gpu_checks.sh learn       # the flat quadruped at 4096 envs to its targets, wall time
 #   bash scripts/gpu_checks.sh faults      # a rank killed under torchrun with NCCL
@@ -39,9 +40,10 @@
 # GRAPH_TASKS=Mjrl-Velocity-Flat-Quadruped GRAPH_S=140 bash scripts/gpu_checks.sh info graph learn
 # tests` (583 s; the tests phase ran out at 93 %); call 3, warm, the failed tests again (67 s).
 # Next window (issues 43 and 45): pack with `bash ../shared/gpu/pack.sh --with-wandb` (the WandB
-# test needs it; a third folder if it does not fit in two), then `info graph deterministic tests`
-# (graph: a replay of deterministic physics must now equal its eager twin bit for bit), then
-# `scale` or `humanoid` with what is left.
+# test needs it; a third folder if it does not fit in two), then `info tests loop graph
+# deterministic` (tests first: test_capture.py runs the real CUDA graphs of `--runner.cuda-graphs`;
+# loop: the loop against its ceiling with them; graph: a replay of deterministic physics must
+# equal its eager twin bit for bit), then `scale` or `humanoid` with what is left.
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail
@@ -214,6 +216,18 @@ deterministic() {
   done
 }
 
+loop() {
+  # Issue 43 item 2 / issue 45 item 2: the training loop against its ceiling, eager and as CUDA
+  # graphs (`--runner.cuda-graphs on`), the quadruped and the cart-pole at 4096 and 8192 envs.
+  local task graphs
+  for task in $GO1 Mjrl-Cartpole-Balance; do
+    for graphs in off on; do
+      run 150 $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 8192 --iterations 10 \
+        --physics-steps 200 --cuda-graphs $graphs | grep '^{' >>"$OUT/loop.jsonl"
+    done
+  done
+}
+
 nccl() {
   local root=/tmp/nccl
   run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
@@ -280,9 +294,9 @@ phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | mjlab | throughput | graph | deterministic | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | graph | deterministic | loop | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, nccl, learn, faults, tests, scale" \
+    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, nccl, learn, faults, tests, scale" \
       "or humanoid" >&2
     exit 2
     ;;
