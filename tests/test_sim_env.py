@@ -303,3 +303,23 @@ def test_a_capped_solver_is_silent_and_a_buffer_overflow_still_warns(capfd):
     assert (sims["capped"].data.overflow.numpy() & caps).any()
     assert "iterations limit reached" not in printed["capped"]
     assert "overflow" in printed["overflowing"].lower()
+
+
+def test_the_garbage_collector_is_off_during_a_capture_and_as_before_after():
+    """A stale Warp graph finalised by the collector during a capture would free memory the new
+    capture records: captures run with it off, and leave it as they found it."""
+    import gc
+
+    from mjrl.sim import gc_suspended
+
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            with gc_suspended():
+                assert not gc.isenabled()
+            assert gc.isenabled() == enabled
+            with pytest.raises(KeyError), gc_suspended():
+                raise KeyError  # an error inside the capture
+            assert gc.isenabled() == enabled
+        finally:
+            gc.enable()

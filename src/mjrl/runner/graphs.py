@@ -21,6 +21,7 @@ import torch
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
+from mjrl.sim import gc_suspended
 
 Setting = Literal["auto", "on", "off"]
 
@@ -72,7 +73,7 @@ class CudaGraph:
 
         for generator in self.generators:
             self.graph.register_generator_state(generator)
-        with torch.cuda.graph(self.graph, pool=self.pool):
+        with gc_suspended(), torch.cuda.graph(self.graph, pool=self.pool):
             stream, mode = self.sim.warp_stream(), wp.CaptureMode.GLOBAL  # torch captures in its global mode
             with wp.ScopedCapture(device=self.sim.wp_device, stream=stream, external=True, capture_mode=mode):
                 result = fn()

@@ -2,7 +2,7 @@
 scenes and terrains they are compiled from."""
 
 from mjrl.sim.scene import TERRAIN_GEOM, Scene
-from mjrl.sim.simulation import SimConfig, Simulation
+from mjrl.sim.simulation import SimConfig, Simulation, gc_suspended
 from mjrl.sim.terrain import TERRAIN_TYPES, TerrainConfig, TerrainGrid, generate_terrain
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     "Simulation",
     "TerrainConfig",
     "TerrainGrid",
+    "gc_suspended",
     "generate_terrain",
 ]

@@ -8,10 +8,13 @@ device): with several ranks per node, nothing may ever touch another rank's GPU 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from typing import ClassVar
 
 import mujoco
@@ -79,6 +82,19 @@ def choose_graph(requested: bool, is_cuda: bool, mempool_enabled: bool, conditio
         return GraphChoice(True)
     reason = "; ".join(missing)
     return GraphChoice(False, f"warning: physics not captured in a CUDA graph ({reason}): kernels launched one by one")
+
+
+@contextlib.contextmanager
+def gc_suspended() -> Iterator[None]:
+    """Python's garbage collector off for a capture: a stale Warp graph it finalised meanwhile
+    would free memory the new capture is recording (mjlab suspends it for the same reason)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # Data arrays exposed as torch views. Names match mujoco's MjData fields.
@@ -237,7 +253,7 @@ class Simulation:
         they must never be reallocated (every writer above goes through the torch views)."""
         with wp.ScopedDevice(self.wp_device):
             self._substeps()  # compiles and loads every kernel before capture
-            with wp.ScopedCapture() as capture:
+            with gc_suspended(), wp.ScopedCapture() as capture:
                 self._substeps()
             if self.wp_device.is_cuda:
                 wp.synchronize_device(self.wp_device)  # the warm-up step, before torch's reset
