@@ -64,7 +64,8 @@ class RunningNormalizer(nn.Module):
         update, a broadcast, a load: any in-place write bumps a tensor's version), not at every
         env step: each operation costs host time on a GPU. The two tensors are made once per
         dtype and rewritten in place, so that a CUDA graph which read them at its capture reads
-        the new scale at its replays (`refresh` remakes it where no forward call would)."""
+        the new scale at its replays (a captured rollout remakes them at its first `act`: the
+        update before it changed the statistics)."""
         mean, var, floor = self.mean, self.var, self.std_floor
         key = tuple((t.data_ptr(), t._version) for t in (mean, var, floor))
         if self._scale_keys.get(dtype) != key:
@@ -85,11 +86,6 @@ class RunningNormalizer(nn.Module):
             self._plain = not self.std_offset and not bool(self.std_floor.any())
             self._floor_key = key
         return self._plain
-
-    def refresh(self) -> None:
-        """Bring every scale made so far up to date with the statistics."""
-        for dtype in self._scales:
-            self._scale(dtype)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object) -> None:
         # Checkpoints written before the floor was saved keep the floor the task gives now.
