@@ -65,6 +65,13 @@ class PolicyConfig:
     """Added to each observation feature's std before dividing by it. With 0, a feature with
     almost no spread (a balanced pole's angle, an input that is mostly noise) is scaled up to
     unit variance; rsl_rl adds 0.01, which Balance learns better with (docs/benchmarks.md)."""
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
+    """Arithmetic of the networks' matrix products while training (the rollout's `act` and the
+    update's forward and backward passes); parameters, optimiser, normalisers and losses stay
+    float32 and the networks' outputs are float32 either way. fp32: exact float32. tf32: float32
+    products in TensorFloat-32 on CUDA (10-bit mantissa, Ampere and later); the same as fp32 on
+    the CPU. bf16: products autocast to bfloat16 (on CUDA, and on CPUs with AVX-512 BF16 or
+    AMX). `play`, `export` and evaluation run float32 whatever this says."""
 
     bounds: ClassVar[dict] = {
         "actor_hidden_dims": ">= 1",

@@ -138,9 +138,10 @@ class Distillation:
             perm = torch.randperm(size, device=obs.device, generator=self.generator)
             for batch in perm.split(size // cfg.num_mini_batches):
                 # Squared distance of the student's mean from the teacher's action.
-                loss = ((self.policy.actor(obs[batch]) - labels[batch]) ** 2).mean()
+                loss = ((self.policy.mean_action(obs[batch]) - labels[batch]) ** 2).mean()
                 self.optimizer.zero_grad()
-                loss.backward()
+                with self.policy.matmul_precision():
+                    loss.backward()
                 skip = self._average_gradients(loss)
                 torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step(skip)  # decided on the device: the host does not wait

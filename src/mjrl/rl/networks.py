@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import torch
 from torch import nn
@@ -13,6 +14,27 @@ from mjrl.rl.config import PolicyConfig
 from mjrl.rl.normalizer import RunningNormalizer
 
 ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU}
+
+
+@contextlib.contextmanager
+def _tf32_matmuls() -> Iterator[None]:
+    before = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before
+
+
+def matmul_precision(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The context a network's passes run in for `PolicyConfig.precision` on `device`. TF32 is a
+    process-wide cuBLAS setting, so it is switched on only for the passes (backward included)
+    and back off after: the env's and the statistics' float32 products stay exact."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision == "tf32" and device.type == "cuda":
+        return _tf32_matmuls()
+    return contextlib.nullcontext()
 
 
 def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, activation: str) -> nn.Sequential:
@@ -69,8 +91,10 @@ class ActorCritic(nn.Module):
         actor_std_floor: torch.Tensor | None = None,
         critic_std_floor: torch.Tensor | None = None,
         noise_std_type: str = "log",
+        precision: str = "fp32",
     ):
         super().__init__()
+        self.precision = precision
         self.actor = mlp(actor_obs_dim, actor_hidden, num_actions, activation)
         self.critic = mlp(critic_obs_dim, critic_hidden, 1, activation)
         self.num_actions = num_actions
@@ -92,9 +116,19 @@ class ActorCritic(nn.Module):
     def normalize_critic(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic_normalizer(obs) if self.critic_normalizer is not None else obs
 
+    def matmul_precision(self) -> contextlib.AbstractContextManager:
+        """The context of the training passes (`PolicyConfig.precision`); a backward pass runs in
+        it too, so that its products are those of the forward pass."""
+        return matmul_precision(self.precision, self.actor[0].weight.device)
+
+    def mean_action(self, actor_obs: torch.Tensor) -> torch.Tensor:
+        """The actor's output for normalised observations, in float32 at any precision."""
+        with self.matmul_precision():
+            return self.actor(actor_obs).float()
+
     def distribution(self, actor_obs: torch.Tensor) -> DiagonalGaussian:
         """Policy over actions given normalised actor observations."""
-        return DiagonalGaussian(self.actor(actor_obs), self.noise_log_std())
+        return DiagonalGaussian(self.mean_action(actor_obs), self.noise_log_std())
 
     def noise_log_std(self) -> torch.Tensor:
         """Log of the action noise's std, (num_actions,); a std parameter is kept above 1e-6."""
@@ -105,8 +139,9 @@ class ActorCritic(nn.Module):
         return self.noise_log_std().detach().exp()
 
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
-        """State value given normalised critic observations, shape (N,)."""
-        return self.critic(critic_obs).squeeze(-1)
+        """State value given normalised critic observations, shape (N,), in float32."""
+        with self.matmul_precision():
+            return self.critic(critic_obs).float().squeeze(-1)
 
     def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
         """The policy mean for raw (unnormalised) observations: what `play` and deployment use."""
@@ -137,6 +172,7 @@ def build_actor_critic(
         floors.get("actor"),
         floors.get("critic"),
         cfg.noise_std_type,
+        cfg.precision,
     ).to(device)
 
 

@@ -333,7 +333,8 @@ class PPO:
                 # "gradients" mode, kept local in "rollout" mode. A non-finite value anywhere
                 # skips the step (on every rank, in "gradients" mode).
                 self.flat_grad.zero_()
-                loss.backward()
+                with self.policy.matmul_precision():
+                    loss.backward()
                 kl_mean, skip = self._gradient_step_inputs(kl, loss, per_step_sync)
 
                 # Adaptive learning rate from the rank-averaged KL: every rank computes the
@@ -382,7 +383,7 @@ class PPO:
         if means.shape[0] > originals:  # augmented: the images' means are computed
             mirrored_means = means[originals:]
         else:
-            mirrored_means = self.policy.actor(mb["mirrored_actor_obs"])
+            mirrored_means = self.policy.mean_action(mb["mirrored_actor_obs"])
         target = self.mirrors["actions"](means[:originals]).detach()
         return ((mirrored_means - target) ** 2).mean()
 
