@@ -10,6 +10,8 @@
 #   bash scripts/gpu_checks.sh graph       # a whole rollout as one CUDA graph: does it work, what it saves
 #   bash scripts/gpu_checks.sh deterministic  # the cost of mujoco_warp's deterministic mode
 #   bash scripts/gpu_checks.sh loop        # the training loop eager and as CUDA graphs, against its ceiling
+#   bash scripts/gpu_checks.sh kernels     # kernels launched per env step and per minibatch step (the profiler's count)
+#   bash scripts/gpu_checks.sh update      # the PPO update alone: fp32, tf32, bf16, a CUDA graph
 #   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
 #   bash scripts/gpu_checks.sh learn       # the flat quadruped at 4096 envs to its targets, wall time
 #   bash scripts/gpu_checks.sh faults      # a rank killed under torchrun with NCCL
@@ -228,6 +230,25 @@ loop() {
   done
 }
 
+kernels() {
+  # Issue 44, item 1: launches per env step (with and without `act`) and per minibatch step as the
+  # profiler counts them (Warp's included), at 4096 envs. KERNELS_TASKS: the tasks (each compiles
+  # its CUDA kernels once, about a minute cold). KERNELS_DEVICE=cpu tries the phase on a CPU.
+  local device=${KERNELS_DEVICE:-cuda} envs=${KERNELS_ENVS:-4096}
+  run 240 $PY scripts/count_kernels.py --device "$device" --num-envs "$envs" --top 20 \
+    --tasks ${KERNELS_TASKS:-$GO1 Mjrl-Cartpole-Balance} | grep '^{' >>"$OUT/kernels.jsonl"
+}
+
+update() {
+  # Issue 44, item 4: the PPO update alone at 4096 envs (eager fp32, tf32, bf16, a CUDA graph):
+  # host and device time, and the difference one update makes to fp32's parameters.
+  # UPDATE_DEVICE=cpu tries the phase on a CPU machine (fp32 and bf16).
+  local device=${UPDATE_DEVICE:-cuda}
+  run 120 $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 | grep '^{' >>"$OUT/update.jsonl"
+  run 60 $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 --actor-obs 83 --critic-obs 88 \
+    --actions 23 | grep '^{' >>"$OUT/update.jsonl"  # the humanoid's shapes
+}
+
 nccl() {
   local root=/tmp/nccl
   run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
@@ -294,9 +315,9 @@ phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | mjlab | throughput | graph | deterministic | loop | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | graph | deterministic | loop | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, nccl, learn, faults, tests, scale" \
+    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, kernels, update, nccl, learn, faults, tests, scale" \
       "or humanoid" >&2
     exit 2
     ;;

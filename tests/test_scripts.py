@@ -71,3 +71,31 @@ def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names(monke
         commands = env[name].commands
         assert (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate) == (lin_vel_x, (0.0, 0.0), (0.0, 0.0)), name
         assert env[name].randomization.push_velocity == push, name
+
+
+def test_the_kernel_counter_counts_launches_not_views_whoever_launches_them(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import torch
+    import warp as wp
+    from count_kernels import count_cpu
+
+    @wp.kernel
+    def double(values: wp.array(dtype=wp.float32)):
+        i = wp.tid()
+        values[i] = 2.0 * values[i]
+
+    values = wp.full(4, 1.0, dtype=wp.float32, device="cpu")
+    original_launch = wp.launch
+    a, b = torch.ones(8), torch.ones(8)
+
+    def step() -> None:
+        c = a + b  # one kernel
+        c.view(2, 4)[0].unsqueeze(0)  # views: none
+        torch.mul(c, 2.0, out=b)  # one kernel
+        wp.launch(double, dim=4, inputs=[values], device="cpu")  # one Warp launch
+
+    figures = count_cpu(step, repeats=3)
+    assert (figures["torch_kernels"], figures["torch_views"], figures["warp_launches"]) == (2, 3, 1)
+    assert figures["launches"] == 3 and figures["names"]["warp:" + double.key] == 1
+    assert values.numpy().tolist() == [8.0] * 4  # launched for real, three times
+    assert wp.launch is original_launch  # and Warp is left as it was

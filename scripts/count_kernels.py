@@ -1,0 +1,221 @@
+"""Kernels launched per env step and per PPO minibatch step, whatever launches them, for every task.
+
+    python scripts/count_kernels.py                          # every task, CPU, 64 envs
+    python scripts/count_kernels.py --tasks Mjrl-Velocity-Flat-Quadruped --top 15
+    python scripts/count_kernels.py --device cuda --num-envs 4096   # the profiler's counts
+
+Outside the physics every small kernel costs the host a launch (microseconds of Python and
+dispatch) and, on a GPU, the device a kernel of its own, whatever the number of envs: at
+thousands of envs these, not the physics, bound the loop (docs/benchmarks.md, "Kernels per step").
+
+CPU (no profiler needed, so it runs anywhere):
+- torch: the operations that reach torch's kernels (a dispatch mode below autograd, so the
+  backward's count too), less the views (`slice`, `view`, `t`, ...), which compute nothing;
+- Warp: `wp.launch` calls (mjrl's own kernels, and mujoco_warp's where they are launched one by
+  one) and `wp.capture_launch` replays of a captured graph, each counted as one launch; the
+  physics' replay holds the substeps' kernels, given once per task as `physics_graph_kernels`.
+Code compiled by `torch.compile` would escape both counters; mjrl uses none.
+
+CUDA (`--device cuda`): torch's profiler (CUPTI) sees every launch whoever makes it: the host's
+launch calls (`cudaLaunchKernel`, `cuLaunchKernel`, `cudaGraphLaunch`, ...) and the kernels,
+copies and fills the device ran (a graph's nodes included).
+
+One JSON line per task and phase (`env` step alone, `env+act`: a rollout step, `minibatch`: one
+PPO gradient step, the update's per-update work shared out over its steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Operations that allocate or reshape without running a kernel.
+_NO_KERNEL = {
+    "aten.empty.memory_format",
+    "aten.empty_strided.default",
+    "aten.resize_.default",
+    "aten.set_.source_Storage",
+}
+
+
+class TorchKernels(TorchDispatchMode):
+    """Counts the operations reaching torch's kernels, views apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: collections.Counter[str] = collections.Counter()
+        self.views = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func)
+        if func.is_view or name in _NO_KERNEL:
+            self.views += 1
+        else:
+            self.kernels[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def warp_launches() -> Iterator[collections.Counter[str]]:
+    """Counts Warp's kernel launches and graph replays made from Python while open."""
+    import warp as wp
+    import warp._src.context as context
+
+    counts: collections.Counter[str] = collections.Counter()
+    launch, capture_launch = context.launch, wp.capture_launch
+
+    def counted_launch(kernel, *args, **kwargs):
+        counts[f"warp:{kernel.key}"] += 1
+        return launch(kernel, *args, **kwargs)
+
+    def counted_capture_launch(graph, *args, **kwargs):
+        counts["warp:graph replay"] += 1
+        return capture_launch(graph, *args, **kwargs)
+
+    # `wp.launch` is `context.launch`; launch_tiled calls the latter by its module's name.
+    wp.launch = context.launch = counted_launch
+    wp.capture_launch = counted_capture_launch
+    try:
+        yield counts
+    finally:
+        wp.launch = context.launch = launch
+        wp.capture_launch = capture_launch
+
+
+def count_cpu(fn: Callable[[], object], repeats: int) -> dict:
+    with TorchKernels() as torch_counter, warp_launches() as warp_counter:
+        for _ in range(repeats):
+            fn()
+    names = torch_counter.kernels + warp_counter
+    torch_kernels, warp = sum(torch_counter.kernels.values()), sum(warp_counter.values())
+    return {
+        "launches": (torch_kernels + warp) / repeats,
+        "torch_kernels": torch_kernels / repeats,
+        "torch_views": torch_counter.views / repeats,
+        "warp_launches": warp / repeats,
+        "names": {k: v / repeats for k, v in names.items()},
+    }
+
+
+# The host's launch calls, as the profiler names them (runtime and driver API).
+_LAUNCH_CALLS = (
+    "cudaLaunchKernel",
+    "cuLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernelEx",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
+
+
+def count_cuda(fn: Callable[[], object], repeats: int) -> dict:
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            fn()
+        torch.cuda.synchronize()
+    launches: collections.Counter[str] = collections.Counter()
+    device_ops: collections.Counter[str] = collections.Counter()
+    for event in prof.events():
+        if event.device_type == DeviceType.CUDA:
+            device_ops[event.name] += 1
+        elif event.name.startswith(_LAUNCH_CALLS):
+            launches[event.name] += 1
+    return {
+        "launches": sum(launches.values()) / repeats,
+        "launch_calls": {k: v / repeats for k, v in launches.items()},
+        "device_ops": sum(device_ops.values()) / repeats,
+        "names": {k: v / repeats for k, v in device_ops.items()},
+    }
+
+
+def physics_graph_kernels(env) -> int:
+    """Kernels in one replay of the physics' graph: the substeps launched one by one, counted."""
+    sim = env.sim
+    with warp_launches() as counts, sim._scope():
+        sim._substeps()
+    return sum(counts.values())
+
+
+def measure(task_name: str, num_envs: int, device: str, steps: int, top: int) -> list[dict]:
+    from mjrl.distributed.context import single_process
+    from mjrl.envs import VecEnv
+    from mjrl.rl import make_algorithm
+    from mjrl.runner.config import TrainConfig
+    from mjrl.tasks import load_task
+
+    task = load_task(task_name)
+    env_cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs)
+    cfg = dataclasses.replace(TrainConfig.for_task(task), env=env_cfg)
+    ctx = single_process(device)
+    env = VecEnv(env_cfg, task.build(env_cfg), ctx.device, seed=0)
+    rollout = cfg.runner.num_steps_per_env
+    algorithm = make_algorithm(cfg, env, rollout, ctx, seed=0)
+    count = count_cuda if ctx.device.type == "cuda" else count_cpu
+
+    def env_step() -> None:
+        env.step(torch.rand(env.num_envs, env.num_actions, device=ctx.device) * 2 - 1)
+
+    def env_and_act() -> None:
+        env.step(algorithm.act(env.obs))  # act stores into the rollout's current step; nothing advances
+
+    for _ in range(3):  # first calls build caches and compile kernels
+        env_and_act()
+    results = {"env": count(env_step, steps), "env+act": count(env_and_act, steps)}
+
+    # A real rollout, then one whole update, shared out over its gradient steps.
+    obs = env.obs
+    for _ in range(rollout):
+        obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
+        algorithm.process_env_step(rewards, terminated, truncated, extras)
+    algorithm.compute_returns(obs)
+    minibatch_steps = cfg.algorithm.num_learning_epochs * cfg.algorithm.num_mini_batches
+    results["minibatch"] = count(algorithm.update, 1)
+    results["minibatch"] = {
+        k: ({n: c / minibatch_steps for n, c in v.items()} if isinstance(v, dict) else v / minibatch_steps)
+        for k, v in results["minibatch"].items()
+    }
+    graph_kernels = physics_graph_kernels(env) if env.sim.replays_graph and ctx.device.type == "cpu" else None
+    lines = []
+    for phase, figures in results.items():
+        names = figures.pop("names")
+        if isinstance(figures.get("launch_calls"), dict):
+            figures["launch_calls"] = {k: round(v, 1) for k, v in figures["launch_calls"].items()}
+        line = {"task": task_name, "device": str(ctx.device), "num_envs": num_envs, "phase": phase}
+        line |= {k: round(v, 1) if isinstance(v, float) else v for k, v in figures.items()}
+        if phase != "minibatch" and graph_kernels is not None:
+            line["physics_graph_kernels"] = graph_kernels
+        if top:
+            line["top"] = {k: round(v, 2) for k, v in collections.Counter(names).most_common(top)}
+        lines.append(line)
+    return lines
+
+
+def main() -> None:
+    from mjrl.tasks import task_names
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=task_names())
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--steps", type=int, default=24, help="env steps counted per phase (one rollout)")
+    parser.add_argument("--top", type=int, default=0, help="also give the N most frequent kernels per phase")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for name in args.tasks:
+        for line in measure(name, args.num_envs, args.device, args.steps, args.top):
+            print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
