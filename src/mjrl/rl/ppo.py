@@ -90,15 +90,16 @@ def compute_gae(
     bootstrapped across it. Truncated episodes already carry gamma * V(final obs) in their
     reward, so their value is not lost. Returns (advantages, returns).
     """
-    advantages = torch.zeros_like(rewards)
+    # The one-step errors of every step at once; only the discounted sum runs backwards, two
+    # kernels a step (the same operations, in the same order, as a step-by-step loop).
+    not_done = 1.0 - dones
+    next_values = torch.cat([values[1:], last_values.unsqueeze(0)])
+    deltas = rewards + gamma * next_values * not_done - values
+    decay = gamma * lam * not_done
+    advantages = torch.empty_like(rewards)
     next_advantage = torch.zeros_like(last_values)
-    next_values = last_values
     for t in reversed(range(rewards.shape[0])):
-        not_done = 1.0 - dones[t]
-        delta = rewards[t] + gamma * next_values * not_done - values[t]
-        next_advantage = delta + gamma * lam * not_done * next_advantage
-        advantages[t] = next_advantage
-        next_values = values[t]
+        next_advantage = torch.add(deltas[t], decay[t] * next_advantage, out=advantages[t])
     return advantages, advantages + values
 
 
@@ -332,9 +333,11 @@ class PPO:
                 # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
                 # "gradients" mode, kept local in "rollout" mode. A non-finite value anywhere
                 # skips the step (on every rank, in "gradients" mode).
-                self.flat_grad.zero_()
                 with self.policy.matmul_precision():
-                    loss.backward()
+                    grads = torch.autograd.grad(loss, self.grad_order)
+                # One copy into the flat buffer that the all-reduce, the clip and Adam read
+                # (a backward into views of it adds into each one: a kernel per parameter).
+                torch.cat([grad.reshape(-1) for grad in grads], out=self.flat_grad[: self.grad_size])
                 kl_mean, skip = self._gradient_step_inputs(kl, loss, per_step_sync)
 
                 # Adaptive learning rate from the rank-averaged KL: every rank computes the
@@ -388,8 +391,8 @@ class PPO:
         return ((mirrored_means - target) ** 2).mean()
 
     def _attach_gradients(self) -> None:
-        """(Re)make every parameter's `.grad` a view into `flat_grad`: backward accumulates into
-        an existing `.grad` in place, so the views stay, unless some code replaces them."""
+        """(Re)make every parameter's `.grad` a view into `flat_grad`, where each minibatch step
+        writes its gradients, for Adam to read (in case some code replaced them meanwhile)."""
         for p, grad in zip(self.grad_order, split_like(self.flat_grad[: self.grad_size], self.grad_order), strict=True):
             p.grad = grad
 
