@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check src tasks configs tests scripts
+.venv/bin/ruff check src tasks configs tests tests_slurm scripts
 .venv/bin/python -m pytest -q "$@"

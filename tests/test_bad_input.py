@@ -127,6 +127,21 @@ CASES = {
     "launcher-nodes": (["train", BALANCE, "--nproc-per-node", "1", "--nnodes", "0"], "--nnodes must be at least 1"),
     "launcher-restarts": (["train", BALANCE, "--nproc-per-node", "1", "--max-restarts", "-1"], "--max-restarts"),
     "cuda-graphs-on-cpu": (["train", BALANCE, "--runner.cuda-graphs", "on"], "--runner.cuda-graphs on: the loop runs"),
+    # mjrl slurm: nothing is written (--out) or submitted
+    "slurm-no-nodes": (["mjrl", "slurm", BALANCE, "--nodes", "0", "--out", "{out}/job.sh"],
+                       "--nodes must be at least 1"),
+    "slurm-bad-time": (["mjrl", "slurm", BALANCE, "--time", "1:2:3:4", "--out", "{out}/job.sh"],
+                       "not a Slurm time limit"),
+    "slurm-time-under-warning": (["mjrl", "slurm", BALANCE, "--time", "1", "--out", "{out}/job.sh"],
+                                 "is not longer than --warn-s 120"),
+    "slurm-unknown-task": (["mjrl", "slurm", "Mjrl-Nope", "--out", "{out}/job.sh"], "unknown task 'Mjrl-Nope'"),
+    "slurm-seeds-no-range": (["mjrl", "slurm", BALANCE, "--seeds", "8-1", "--out", "{out}/job.sh"], "is no range"),
+    "slurm-seeds-garbage": (["mjrl", "slurm", BALANCE, "--seeds", "one-eight", "--out", "{out}/job.sh"],
+                            "expected seeds and ranges"),
+    "slurm-flag-the-script-sets": (["mjrl", "slurm", BALANCE, "--nnodes", "2", "--out", "{out}/job.sh"],
+                                   "--nnodes is set by the batch script from --nodes"),
+    "slurm-bad-train-flag": (["mjrl", "slurm", BALANCE, "--env.num-envs", "0", "--out", "{out}/job.sh"],
+                             "--env.num-envs"),
 }  # fmt: skip
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: mjrl {list,train,play,plot,export} ...
+USAGE = """usage: mjrl {list,train,play,plot,export,slurm} ...
   list    tasks and presets
   train   train a policy (see `train --help`)
   play    evaluate a checkpoint or record a video (see `play --help`)
   plot    draw learning curves of runs (see `mjrl plot --help`)
-  export  write a policy as ONNX or TorchScript for deployment (see `mjrl export --help`)"""
+  export  write a policy as ONNX or TorchScript for deployment (see `mjrl export --help`)
+  slurm   write or submit a Slurm batch script that trains across nodes (see `mjrl slurm --help`)"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +42,13 @@ def main(argv: list[str] | None = None) -> int:
         from mjrl.cli.export import main as export_main
 
         return export_main(rest)
-    print(f"mjrl: error: unknown command {command!r}; expected list, train, play, plot or export", file=sys.stderr)
+    if command == "slurm":
+        from mjrl.cli.slurm import main as slurm_main
+
+        return slurm_main(rest)
+    print(
+        f"mjrl: error: unknown command {command!r}; expected list, train, play, plot, export or slurm", file=sys.stderr
+    )
     return 2
 
 

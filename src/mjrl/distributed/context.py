@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import datetime
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -112,6 +113,17 @@ class LauncherEnv:
     restart_count: int
     error_file: str | None
     """TORCHELASTIC_ERROR_FILE: where torch's agent looks for a failed worker's error."""
+
+
+def scheduler_node_name() -> str | None:
+    """This node's name as Slurm knows it (SLURMD_NODENAME, which tells apart nodes that share
+    a host), or None outside a Slurm job."""
+    return os.environ.get("SLURMD_NODENAME") or None
+
+
+def node_name() -> str:
+    """This node's name: the scheduler's, else the host's."""
+    return scheduler_node_name() or socket.gethostname()
 
 
 def launcher_env() -> LauncherEnv | None:
@@ -341,7 +353,14 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         device_id=device if backend == "nccl" else None,
     )
     watchdog = Watchdog(
-        env.master_addr, env.master_port, prefix, env.rank, env.world_size, hang_timeout_s, env.error_file
+        env.master_addr,
+        env.master_port,
+        prefix,
+        env.rank,
+        env.world_size,
+        hang_timeout_s,
+        env.error_file,
+        node=node_name(),
     )
     return DistContext(
         device=device,

@@ -8,6 +8,7 @@ torchrun's: etcd rendezvous, three restarts) and runs a module-level worker func
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import socket
 import time
@@ -21,7 +22,7 @@ from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElas
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID
+from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID, scheduler_node_name
 from mjrl.distributed.options import LaunchOptions
 from mjrl.errors import UsageError
 
@@ -111,6 +112,14 @@ class NoRetryOnBadInput(LocalElasticAgent):
     cannot write) is not restarted: it would fail the same way at every attempt, up to
     `--max-restarts` times."""
 
+    met = False
+    """Whether a rendezvous of this process's agent completed (the nodes met): after that, a
+    lost store is a failure of the job, not an endpoint that was never there."""
+
+    def _rendezvous(self, worker_group: WorkerGroup) -> None:
+        super()._rendezvous(worker_group)
+        NoRetryOnBadInput.met = True
+
     def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
         result = super()._monitor_workers(worker_group)
         if result.state == WorkerState.FAILED and any(f.exitcode == 2 for f in result.failures.values()):
@@ -132,14 +141,53 @@ def launch(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> dict[
         launcher_api.LocalElasticAgent = standard
 
 
+def nodes_met() -> bool:
+    """Whether this process's launcher has completed a rendezvous with the other nodes."""
+    return NoRetryOnBadInput.met
+
+
 def _hosts_the_store(opts: LaunchOptions) -> bool:
-    """Whether this node's agent will serve the rendezvous store itself."""
+    """Whether this node's agent may serve the rendezvous store itself (else it waits for the
+    endpoint to open): its host is this node. Outside Slurm, several agents on one machine (two
+    launchers on a workstation) each try to serve it, as in torch's c10d backend: the first to
+    bind the port does, and the others join it."""
     if not opts.rdzv_endpoint:
         return True
     if opts.node_rank >= 0:
         return opts.node_rank == 0
     host, _ = split_endpoint(opts.rdzv_endpoint)
-    return host in ("localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn())
+    scheduled = scheduler_node_name()
+    if scheduled is not None and not _is_address(host):
+        # Under Slurm the endpoint names the job's first node (`scontrol show hostnames`): that
+        # node serves, even where several nodes share a host and its addresses.
+        return host in (scheduled, socket.gethostname(), socket.getfqdn())
+    return is_this_machine(host)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def is_this_machine(host: str) -> bool:
+    """Whether `host` names this machine: its name, or an address that is a loopback one or
+    one of this machine's own (a node name that /etc/hosts maps to 127.0.0.1 included)."""
+    if host in ("localhost", socket.gethostname(), socket.getfqdn()):
+        return True
+    addresses = _addresses(host)
+    return any(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses) or bool(
+        addresses & _addresses(socket.gethostname())
+    )
+
+
+def _addresses(host: str) -> set[str]:
+    try:
+        return {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError):
+        return set()
 
 
 def wait_for_endpoint(endpoint: str, timeout_s: float) -> None:

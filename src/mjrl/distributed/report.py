@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,8 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 from torch.distributed.elastic.rendezvous.api import RendezvousError
 
-from mjrl.distributed.launch import launch
+from mjrl.distributed.context import node_name
+from mjrl.distributed.launch import launch, nodes_met
 from mjrl.distributed.options import LaunchOptions
 from mjrl.distributed.watchdog import EXIT_CODE as WATCHDOG_EXIT
 from mjrl.errors import UsageError
@@ -51,6 +51,16 @@ def launch_job(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> d
         raise JobEnded(128 + int(exc.sigval)) from None
     except (RendezvousError, DistNetworkError, DistStoreError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if nodes_met():
+            # Not bad input: the job ran, then the node serving its store ended (or the network
+            # failed); the other ranks have said what they know.
+            print(
+                f"train: lost the rendezvous store at {opts.rdzv_endpoint} ({first}): the node serving it "
+                f"ended or the network failed; {RESUME_HINT}",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise JobEnded(1) from None
         raise UsageError(
             f"no rendezvous at {opts.rdzv_endpoint or 'localhost'} within {opts.rdzv_timeout_s:g} s ({first}); "
             "check --rdzv-endpoint and that every node was started"
@@ -76,7 +86,7 @@ def report_failure(failures: dict[int, ProcessFailure]) -> int:
         failure = failures[rank]
         label = " (first failure)" if rank == root and len(failures) > 1 else ""
         print(
-            f"train: rank {rank}{label} (local rank {failure.local_rank}, node {socket.gethostname()}, "
+            f"train: rank {rank}{label} (local rank {failure.local_rank}, node {node_name()}, "
             f"pid {failure.pid}) failed: {failure_cause(failure)}",
             file=sys.stderr,
         )

@@ -45,8 +45,12 @@ class Watchdog:
         hang_timeout_s: float,
         error_file: str | None = None,
         interval_s: float = 0.5,
+        node: str = "",
     ):
         self.error_file = error_file
+        self.node = node or socket.gethostname()
+        self.nodes: dict[int, str] = {}
+        """Each rank's node, read once every rank has started (for the reports)."""
         self.rank = rank
         self.world_size = world_size
         self.hang_timeout_s = hang_timeout_s
@@ -71,6 +75,7 @@ class Watchdog:
 
     def start(self) -> None:
         self.store.set(f"pid/{self.rank}", f"{socket.gethostname()}:{os.getpid()}")
+        self.store.set(f"node/{self.rank}", self.node)
         self._thread.start()
 
     def stop(self) -> None:
@@ -149,7 +154,10 @@ class Watchdog:
                     self._exit(self.store.get("abort").decode(), self._posted_exit_code())
                 keys = [f"tick/{r}" for r in watched]
                 # `multi_get` waits for missing keys: read them all once every peer has started.
-                all_started = all_started or self.store.check(keys)
+                if not all_started and self.store.check(keys):
+                    all_started = True
+                    names = self.store.multi_get([f"node/{r}" for r in range(self.world_size)])
+                    self.nodes = {r: name.decode() for r, name in enumerate(names)}
                 values = self.store.multi_get(keys) if all_started and keys else [None] * len(keys)
                 now = time.monotonic()
                 for r, value in zip(list(watched), values, strict=True):
@@ -162,10 +170,13 @@ class Watchdog:
             except Exception as exc:
                 if self._stop.is_set():
                     return
-                self._exit(
-                    f"lost the rendezvous store at {self.address} ({type(exc).__name__}); the node hosting it is gone"
-                )
+                self._exit(self._store_lost(exc))
             self._check_self(time.monotonic())
+
+    def _store_lost(self, exc: Exception) -> str:
+        # Rank 0's node serves the store (rank 0 itself, or its node's launcher).
+        where = f"node {self.nodes[0]}, where rank 0 runs," if 0 in self.nodes else "the node hosting it"
+        return f"lost the rendezvous store at {self.address} ({type(exc).__name__}): {where} is gone or unreachable"
 
     def _check_self(self, now: float) -> None:
         if not self._armed:
@@ -180,7 +191,8 @@ class Watchdog:
             self._fail(f"rank {self.rank} made no progress for {now - self._last_progress:.0f} s")
 
     def _peer_hung(self, rank: int, silent_s: float) -> None:
-        reason = f"rank {rank} stopped responding (no heartbeat for {silent_s:.0f} s)"
+        node = f" (node {self.nodes[rank]})" if rank in self.nodes else ""
+        reason = f"rank {rank}{node} stopped responding (no heartbeat for {silent_s:.0f} s)"
         host, _, pid = self.store.get(f"pid/{rank}").decode().rpartition(":")
         if host == socket.gethostname():
             # A stopped process ignores SIGTERM: kill it so that its launcher need not wait.

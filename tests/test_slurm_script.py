@@ -1,0 +1,55 @@
+"""The batch script `mjrl slurm` writes, read as Slurm and bash would (the cluster runs it in
+`tests_slurm/`)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from conftest import run_main
+
+BALANCE = "Mjrl-Cartpole-Balance"
+
+
+def script(*args: str) -> str:
+    result = run_main("mjrl", "slurm", BALANCE, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_the_script_asks_slurm_for_what_the_job_needs_and_is_valid_bash(tmp_path) -> None:
+    text = script("--nodes", "4", "--gpus-per-node", "8", "--time", "1-12:00:00", "--partition", "gpu",
+                  "--env.num-envs", "4096", "--log-root", "/shared/runs")  # fmt: skip
+    directives = re.findall(r"^#SBATCH (\S+)$", text, re.M)
+    assert directives == [
+        f"--job-name={BALANCE}", "--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8", "--time=1-12:00:00",
+        "--signal=B:USR1@120", "--partition=gpu", "--requeue", "--open-mode=append",
+        "--output=slurm-logs/%x-%j.out",
+    ]  # fmt: skip
+    (srun,) = [line for line in text.splitlines() if line.startswith("srun ")]
+    assert srun.startswith("srun --kill-on-bad-exit=1 ") and srun.endswith(" &")
+    train = srun.split(" ", 2)[2]
+    assert f" {BALANCE} --env.num-envs 4096 --log-root /shared/runs --device cuda --nproc-per-node 8 " in f" {train}"
+    assert '--nnodes "$SLURM_NNODES" --rdzv-endpoint "$head:$port" --rdzv-id "$SLURM_JOB_ID"' in train
+    path = tmp_path / "job.sh"
+    path.write_text(text)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+
+
+def test_the_rendezvous_port_comes_from_the_job_id(tmp_path) -> None:
+    text = script("--nodes", "2", "--gpus-per-node", "0")
+    (line,) = [line for line in text.splitlines() if line.startswith("port=")]
+    ports = []
+    for job_id in ("7", "8", "10007"):
+        shell = f"SLURM_JOB_ID={job_id}\n{line}\necho $port"
+        ports.append(int(subprocess.run(["bash", "-c", shell], capture_output=True, text=True).stdout))
+    assert ports[0] != ports[1] and all(20000 <= p < 30000 for p in ports)
+
+
+def test_seeds_make_a_job_array_each_task_training_its_own_seed(tmp_path) -> None:
+    text = script("--nodes", "1", "--gpus-per-node", "1", "--seeds", "1-8")
+    assert "#SBATCH --array=1-8" in text and "#SBATCH --output=slurm-logs/%x-%A_%a.out" in text
+    assert '--seed "$SLURM_ARRAY_TASK_ID" --run-name "seed-$SLURM_ARRAY_TASK_ID"' in text
+    out = tmp_path / "job.sh"
+    assert run_main("mjrl", "slurm", BALANCE, "--seeds", "1,3,5", "--out", str(out)).returncode == 0
+    assert "#SBATCH --array=1,3,5" in out.read_text()

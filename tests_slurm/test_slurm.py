@@ -1,0 +1,129 @@
+"""mjrl's batch scripts (`mjrl slurm`) on a real two-node Slurm cluster, CPU and gloo: training
+across nodes, requeues, preemption, a rank killed, time limits."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import (
+    checkpoints,
+    job,
+    log_text,
+    logged_iterations,
+    run_dirs,
+    submit,
+    train_flags,
+    train_processes,
+    wait_for,
+    wait_until_ended,
+)
+
+
+def one_run(folder: Path) -> Path:
+    runs = run_dirs(folder)
+    assert len(runs) == 1, f"expected one run directory, found {runs}"
+    return runs[0]
+
+
+def wait_for_iterations(folder: Path, count: int, timeout_s: float = 120) -> None:
+    def logged() -> bool:
+        runs = run_dirs(folder)
+        return bool(runs) and len(logged_iterations(runs[0])) >= count
+
+    wait_for(f"{count} iterations in {folder}", logged, timeout_s)
+
+
+def test_two_jobs_on_the_same_first_node_each_train_across_both_nodes_into_one_run(tmp_path: Path) -> None:
+    folders = [tmp_path / "a", tmp_path / "b"]
+    ids = []
+    for folder in folders:
+        folder.mkdir()
+        ids.append(submit(folder, *train_flags(folder, 10)))
+    records = [wait_until_ended(job_id, 240) for job_id in ids]
+    for folder, job_id, record in zip(folders, ids, records, strict=True):
+        log = log_text(folder, job_id)
+        assert record["JobState"] == "COMPLETED", log
+        assert record["NodeList"] == "node[1-2]"
+        assert "32 envs (16 x 2 ranks)" in log  # one rank on each node, one training
+        assert logged_iterations(one_run(folder)) == list(range(10))
+    # They ran at once, both with node1 first, each at a port of its own.
+    assert records[1]["StartTime"] < records[0]["EndTime"] and records[0]["StartTime"] < records[1]["EndTime"]
+    ports = [re.search(r"rendezvous node1:(\d+)", log_text(f, i))[1] for f, i in zip(folders, ids, strict=True)]
+    assert ports[0] != ports[1]
+
+
+def test_a_requeued_job_continues_its_run_and_wandb_run_with_every_iteration_logged_once(tmp_path: Path) -> None:
+    os.environ["WANDB_MODE"] = "offline"  # the job inherits the submitter's environment
+    iterations = 40
+    job_id = submit(tmp_path, *train_flags(tmp_path, iterations, save_interval=5, logger="wandb"))
+    wait_for_iterations(tmp_path, 10)
+    subprocess.run(["scontrol", "requeue", job_id], check=True)
+    record = wait_until_ended(job_id, 300)
+    log = log_text(tmp_path, job_id)
+    assert record["JobState"] == "COMPLETED" and record["Restarts"] == "1", log
+    # One log file, appended to: both runs of the job are in it.
+    assert f"job {job_id} (restart 0)" in log and f"job {job_id} (restart 1)" in log
+    run = one_run(tmp_path)
+    resumed = int(re.search(r"resuming .* from iteration (\d+)", log)[1])
+    assert resumed >= 5 and resumed in checkpoints(run)
+    assert logged_iterations(run) == list(range(iterations))  # none lost, none twice
+    offline_runs = sorted((run / "wandb").glob("offline-run-*"))
+    assert len(offline_runs) == 2 and len({p.name.rsplit("-", 1)[1] for p in offline_runs}) == 1, offline_runs
+
+
+def test_a_preempted_job_checkpoints_the_iteration_in_progress_and_resumes_from_it(tmp_path: Path) -> None:
+    iterations = 40
+    job_id = submit(tmp_path, "--partition", "low", *train_flags(tmp_path, iterations))
+    wait_for_iterations(tmp_path, 10)
+    # A job of a higher priority tier that needs both nodes whole: Slurm requeues ours.
+    urgent = subprocess.run(
+        ["sbatch", "--parsable", "--partition", "high", "--nodes", "2", "--exclusive", "--wrap", "true",
+         "--output", str(tmp_path / "urgent-%j.out")],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert wait_until_ended(urgent, 120)["JobState"] == "COMPLETED"
+    record = wait_until_ended(job_id, 300)
+    log = log_text(tmp_path, job_id)
+    assert record["JobState"] == "COMPLETED" and record["Restarts"] == "1", log
+    run = one_run(tmp_path)
+    resumed = int(re.search(r"resuming .* from iteration (\d+)", log)[1])
+    # No periodic checkpoint before the end: the one it resumed from is the preemption's (with
+    # the one of the iteration before, saved at once when the signal came).
+    assert resumed >= 10 and set(checkpoints(run)) - {iterations} <= {resumed - 1, resumed}
+    assert resumed in checkpoints(run)
+    assert logged_iterations(run) == list(range(iterations))
+
+
+def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(tmp_path: Path) -> None:
+    job_id = submit(tmp_path, *train_flags(tmp_path, 2000))
+    wait_for_iterations(tmp_path, 5)
+    (launcher,) = train_processes("node2", job_id)
+    killed = time.monotonic()
+    os.kill(launcher, signal.SIGKILL)
+    record = wait_until_ended(job_id, 60)
+    took = time.monotonic() - killed
+    log = log_text(tmp_path, job_id)
+    assert record["JobState"] == "FAILED" and record["Restarts"] == "0", log
+    assert took < 20, f"the job took {took:.0f} s to end"
+    # The other node says which rank went, where, and why.
+    named = r"rank \d \(node node2\) failed: its launcher .* died|node node2, where rank 0 runs, is gone"
+    assert re.search(named, log), log
+    assert "no rendezvous" not in log  # they had met: a lost store is no bad input
+
+
+def test_a_job_warned_of_its_time_limit_checkpoints_and_requeues_itself(tmp_path: Path) -> None:
+    # Slurm signals 90 s before the 2-minute limit, or up to a minute earlier.
+    job_id = submit(tmp_path, "--time", "2", "--warn-s", "90", *train_flags(tmp_path, 5000))
+    log = str(wait_for("the job's restart", lambda: "(restart 1)" in (t := log_text(tmp_path, job_id)) and t, 150))
+    assert "time limit near" in log
+    wait_for("the resume", lambda: re.search(r"resuming .* from iteration (\d+)", log_text(tmp_path, job_id)), 60)
+    subprocess.run(["scancel", job_id], check=True)
+    run = one_run(tmp_path)
+    resumed = int(re.search(r"resuming .* from iteration (\d+)", log_text(tmp_path, job_id))[1])
+    assert resumed > 0 and resumed in checkpoints(run)  # the stop's checkpoint (periodic ones: every 1000)
+    assert int(job(job_id)["Restarts"]) >= 1  # a second warning may have come meanwhile
