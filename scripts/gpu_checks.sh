@@ -46,6 +46,10 @@
 # deterministic` (tests first: test_capture.py runs the real CUDA graphs of `--runner.cuda-graphs`;
 # loop: the loop against its ceiling with them; graph: a replay of deterministic physics must
 # equal its eager twin bit for bit), then `scale` or `humanoid` with what is left.
+# Issue 44 (session 18) adds two short phases for that window, after `loop`: `kernels` (the
+# profiler's launch counts per env step and minibatch step, about a minute with the quadruped's
+# kernels compiled by `loop`) and `update` (the PPO update alone: fp32, tf32, bf16, a CUDA graph;
+# about a minute).
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail

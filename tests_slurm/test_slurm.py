@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import yaml
 from conftest import (
     checkpoints,
     job,
@@ -127,3 +128,21 @@ def test_a_job_warned_of_its_time_limit_checkpoints_and_requeues_itself(tmp_path
     resumed = int(re.search(r"resuming .* from iteration (\d+)", log_text(tmp_path, job_id))[1])
     assert resumed > 0 and resumed in checkpoints(run)  # the stop's checkpoint (periodic ones: every 1000)
     assert int(job(job_id)["Restarts"]) >= 1  # a second warning may have come meanwhile
+
+
+def test_seeds_run_as_a_job_array_each_task_training_its_own_seed(tmp_path: Path) -> None:
+    array_id = submit(tmp_path, "--seeds", "1-2", *train_flags(tmp_path, 3))
+
+    def states() -> list[str] | None:
+        out = subprocess.run(["scontrol", "-o", "show", "job", array_id], capture_output=True, text=True).stdout
+        found = re.findall(r"JobState=(\w+)", out)
+        ended = len(found) == 2 and all(s not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING") for s in found)
+        return found if ended else None
+
+    assert wait_for("both array tasks to end", states, 240) == ["COMPLETED", "COMPLETED"]
+    runs = sorted(run_dirs(tmp_path), key=lambda run: run.name[-6:])
+    assert [run.name[-6:] for run in runs] == ["seed-1", "seed-2"]
+    for run, seed in zip(runs, (1, 2), strict=True):
+        assert yaml.safe_load((run / "config.yaml").read_text())["seed"] == seed
+        assert logged_iterations(run) == [0, 1, 2]
+    assert len(list((tmp_path / "slurm-logs").glob(f"*-{array_id}_[12].out"))) == 2

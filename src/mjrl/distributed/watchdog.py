@@ -74,8 +74,7 @@ class Watchdog:
     # Called from the main thread -------------------------------------------------------
 
     def start(self) -> None:
-        self.store.set(f"pid/{self.rank}", f"{socket.gethostname()}:{os.getpid()}")
-        self.store.set(f"node/{self.rank}", self.node)
+        self.store.set(f"pid/{self.rank}", f"{socket.gethostname()}\t{os.getpid()}\t{self.node}")
         self._thread.start()
 
     def stop(self) -> None:
@@ -156,8 +155,7 @@ class Watchdog:
                 # `multi_get` waits for missing keys: read them all once every peer has started.
                 if not all_started and self.store.check(keys):
                     all_started = True
-                    names = self.store.multi_get([f"node/{r}" for r in range(self.world_size)])
-                    self.nodes = {r: name.decode() for r, name in enumerate(names)}
+                    self._read_nodes()
                 values = self.store.multi_get(keys) if all_started and keys else [None] * len(keys)
                 now = time.monotonic()
                 for r, value in zip(list(watched), values, strict=True):
@@ -172,6 +170,13 @@ class Watchdog:
                     return
                 self._exit(self._store_lost(exc))
             self._check_self(time.monotonic())
+
+    def _read_nodes(self) -> None:
+        """Each rank's node, once every rank has started (for the reports: after a failure the
+        store may be gone). Ranks that published nothing (tests' stand-ins) leave it empty."""
+        keys = [f"pid/{r}" for r in range(self.world_size)]
+        if self.store.check(keys):
+            self.nodes = {r: v.decode().split("\t")[2] for r, v in enumerate(self.store.multi_get(keys))}
 
     def _store_lost(self, exc: Exception) -> str:
         # Rank 0's node serves the store (rank 0 itself, or its node's launcher).
@@ -193,7 +198,7 @@ class Watchdog:
     def _peer_hung(self, rank: int, silent_s: float) -> None:
         node = f" (node {self.nodes[rank]})" if rank in self.nodes else ""
         reason = f"rank {rank}{node} stopped responding (no heartbeat for {silent_s:.0f} s)"
-        host, _, pid = self.store.get(f"pid/{rank}").decode().rpartition(":")
+        host, pid, _ = self.store.get(f"pid/{rank}").decode().split("\t")
         if host == socket.gethostname():
             # A stopped process ignores SIGTERM: kill it so that its launcher need not wait.
             with contextlib.suppress(OSError):
