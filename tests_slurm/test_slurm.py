@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 from conftest import (
+    MJRL,
+    TASK,
     checkpoints,
     job,
     log_text,
@@ -146,3 +148,13 @@ def test_seeds_run_as_a_job_array_each_task_training_its_own_seed(tmp_path: Path
         assert yaml.safe_load((run / "config.yaml").read_text())["seed"] == seed
         assert logged_iterations(run) == [0, 1, 2]
     assert len(list((tmp_path / "slurm-logs").glob(f"*-{array_id}_[12].out"))) == 2
+
+
+def test_a_job_sbatch_refuses_is_one_line_exit_2_with_nothing_left(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [MJRL, "slurm", TASK, "--nodes", "2", "--gpus-per-node", "0", "--partition", "nope", "--submit", "True"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "sbatch refused the job" in done.stderr and "partition" in done.stderr
+    assert list(tmp_path.iterdir()) == []

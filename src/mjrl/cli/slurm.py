@@ -154,10 +154,14 @@ def submit(script: str, cfg: SlurmConfig, job_name: str) -> str:
     if sbatch is None:
         raise UsageError("sbatch not found: submit from a Slurm login node, or write the script with --out FILE")
     log_dir = Path(cfg.log_dir)
+    made = not log_dir.exists()
     make_dirs(log_dir)
     done = subprocess.run([sbatch, "--parsable"], input=script, capture_output=True, text=True)
     if done.returncode != 0:
-        raise UsageError(f"sbatch refused the job: {done.stderr.strip() or done.stdout.strip()}")
+        if made:  # nothing half-made is left behind
+            shutil.rmtree(log_dir, ignore_errors=True)
+        said = (done.stderr.strip() or done.stdout.strip()).replace("sbatch: error: ", "").splitlines()
+        raise UsageError(f"sbatch refused the job: {'; '.join(said)}")
     job_id = done.stdout.strip().split(";")[0]
     write_text(log_dir / f"{job_name}-{job_id}.sbatch", script)
     return job_id
