@@ -361,6 +361,7 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         hang_timeout_s,
         env.error_file,
         node=node_name(),
+        launcher_pid=os.getppid(),
     )
     return DistContext(
         device=device,

@@ -46,8 +46,12 @@ class Watchdog:
         error_file: str | None = None,
         interval_s: float = 0.5,
         node: str = "",
+        launcher_pid: int | None = None,
     ):
         self.error_file = error_file
+        self.launcher_pid = launcher_pid
+        """The process that started this rank (its parent at birth): when it dies (killed, its
+        node going down), this rank says so at once, before a scheduler ends the others."""
         self.node = node or socket.gethostname()
         self.nodes: dict[int, str] = {}
         """Each rank's node, read once every rank has started (for the reports)."""
@@ -147,6 +151,12 @@ class Watchdog:
         tick = 0
         while not self._stop.wait(self.interval_s):
             tick += 1
+            if self.launcher_pid is not None and os.getppid() != self.launcher_pid:
+                # First: the store may have been the dead launcher's to serve.
+                self._fail(
+                    f"rank {self.rank} (node {self.node}) failed: its launcher (pid {self.launcher_pid}) died: "
+                    "killed, or its node went down"
+                )
             try:
                 self.store.set(f"tick/{self.rank}", str(tick))
                 if self.store.check(["abort"]):
