@@ -113,6 +113,17 @@ class Watchdog:
         self._last_progress = time.monotonic()
         self._collective_since = None
 
+    def launcher_death(self) -> str | None:
+        """Why this rank fails when the launcher that started it died (killed, its node gone),
+        else None. torch gives its workers SIGINT as parent-death signal, which would otherwise
+        read as a KeyboardInterrupt."""
+        if self.launcher_pid is None or os.getppid() == self.launcher_pid:
+            return None
+        return (
+            f"rank {self.rank} (node {self.node}) failed: its launcher (pid {self.launcher_pid}) died: "
+            "killed, or its node went down"
+        )
+
     def abort(self, reason: str, exit_code: int = EXIT_CODE) -> None:
         """Tell every rank to stop, giving `reason` (which names the rank at fault). They exit
         with `exit_code`: 2 when the job's input is bad, so that whichever rank's exit the
@@ -151,12 +162,8 @@ class Watchdog:
         tick = 0
         while not self._stop.wait(self.interval_s):
             tick += 1
-            if self.launcher_pid is not None and os.getppid() != self.launcher_pid:
-                # First: the store may have been the dead launcher's to serve.
-                self._fail(
-                    f"rank {self.rank} (node {self.node}) failed: its launcher (pid {self.launcher_pid}) died: "
-                    "killed, or its node went down"
-                )
+            if (death := self.launcher_death()) is not None:
+                self._fail(death)  # first: the store may have been the dead launcher's to serve
             try:
                 self.store.set(f"tick/{self.rank}", str(tick))
                 if self.store.check(["abort"]):

@@ -4,19 +4,15 @@ every way out (success, preemption, bad input, failure), telling the other ranks
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from mjrl.distributed.context import DistContext, init_distributed, launcher_env, node_name, shutdown_distributed
+from mjrl.distributed.context import DistContext, init_distributed, launcher_env, shutdown_distributed
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.errors import SharedUsageError, UsageError
 
 T = TypeVar("T")
-
-LAUNCHER_PID = os.getppid()
-"""The launcher that started this worker (its parent at birth)."""
 
 
 def run_rank(
@@ -60,19 +56,12 @@ def leave_after_failure(ctx: DistContext, exc: BaseException) -> None:
     ctx.watchdog.stop()
     posted = ctx.watchdog.posted_abort()
     if posted is None:
-        ctx.watchdog.abort(f"rank {ctx.rank} (node {node_name()}) failed: {failure_cause(exc)}")
+        cause = f"rank {ctx.rank} (node {ctx.watchdog.node}) failed: {type(exc).__name__}: {exc}"
+        ctx.watchdog.abort(ctx.watchdog.launcher_death() or cause)
     with contextlib.suppress(Exception):  # a failure to leave must not hide the error
         shutdown_distributed()
     if posted is not None:
         ctx.watchdog.exit_for_abort(posted)
-
-
-def failure_cause(exc: BaseException) -> str:
-    """Why this rank fails. A worker whose launcher dies gets SIGINT (torch sets it as the
-    parent-death signal): that is the launcher's end, not an interrupt typed by anyone."""
-    if isinstance(exc, KeyboardInterrupt) and os.getppid() != LAUNCHER_PID:
-        return f"its launcher (pid {LAUNCHER_PID}) died: killed, or its node went down"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def exit_as_a_command(prog: str, run: Callable[[], T]) -> T:
