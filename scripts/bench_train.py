@@ -68,7 +68,13 @@ def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[f
 
 
 def train_config(
-    task: Task, num_envs: int, iterations: int, log_root: str, device: str, cuda_graphs: str = "off"
+    task: Task,
+    num_envs: int,
+    iterations: int,
+    log_root: str,
+    device: str,
+    cuda_graphs: str = "off",
+    precision: str = "fp32",
 ) -> TrainConfig:
     """The task's training config for a benchmark: no checkpoints, evaluations or logger."""
     from mjrl.runner.config import TrainConfig
@@ -80,6 +86,7 @@ def train_config(
         runner=dataclasses.replace(
             defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0, cuda_graphs=cuda_graphs
         ),
+        policy=dataclasses.replace(defaults.policy, precision=precision),
         device=device,
         logger="none",
         log_root=log_root,
@@ -87,7 +94,13 @@ def train_config(
 
 
 def training_rate(
-    task: Task, num_envs: int, iterations: int, log_root: str, device: str, cuda_graphs: str = "off"
+    task: Task,
+    num_envs: int,
+    iterations: int,
+    log_root: str,
+    device: str,
+    cuda_graphs: str = "off",
+    precision: str = "fp32",
 ) -> tuple[float, float, float]:
     """(env steps/s of the whole loop, median collection s, median learning s per iteration),
     without the first iteration (warm-up) and, with `cuda_graphs`, the second (the capture)."""
@@ -95,7 +108,7 @@ def training_rate(
     from mjrl.runner.runner import train
 
     skip = 1 if cuda_graphs == "off" else 2
-    cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs)
+    cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs, precision)
     train(task, cfg, single_process(device))
     run = next(p for p in Path(log_root, task.name).iterdir())
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][skip:]
@@ -151,17 +164,33 @@ def profile(task: Task, num_envs: int, device: str, out: str, iterations: int = 
 
 
 def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
-    """Print the figures of one number of envs as a JSON line."""
+    """Print the figures of one number of envs as a JSON line per precision of `args.precision`
+    (the physics measured once)."""
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     physics, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
+    for precision in args.precision:
+        with tempfile.TemporaryDirectory() as log_root:
+            rates = training_rate(task, num_envs, args.iterations, log_root, args.device, args.cuda_graphs, precision)
+        report(task, num_envs, args, precision, physics, replayed, *rates)
+
+
+def report(
+    task: Task,
+    num_envs: int,
+    args: argparse.Namespace,
+    precision: str,
+    physics: float,
+    replayed: float,
+    trained: float,
+    collection_s: float,
+    learning_s: float,
+) -> None:
+    """Print one measurement as a JSON line."""
+    cuda = args.device.startswith("cuda")
     ceiling = physics / task.env_cfg.sim.decimation
     replayed_ceiling = replayed / task.env_cfg.sim.decimation
-    with tempfile.TemporaryDirectory() as log_root:
-        trained, collection_s, learning_s = training_rate(
-            task, num_envs, args.iterations, log_root, args.device, args.cuda_graphs
-        )
     rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the process's so far
     # torch's allocations on the GPU (Warp's own arrays are not counted)
@@ -174,6 +203,7 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
                 "graph": task.env_cfg.sim.graph,
                 "deterministic": task.env_cfg.sim.deterministic,
                 "cuda_graphs": args.cuda_graphs,
+                "precision": precision,
                 "num_envs": num_envs,
                 "bare_physics_steps_per_s": round(physics),
                 "replayed_physics_steps_per_s": round(replayed),
@@ -208,6 +238,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--deterministic", action="store_true", help="mujoco_warp's deterministic mode (`--env.sim.deterministic True`)"
+    )
+    parser.add_argument(
+        "--precision", nargs="+", default=["fp32"], choices=("fp32", "tf32", "bf16"), help="`--policy.precision`, each"
     )
     parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")
     parser.add_argument("--profile-out", default="profile.txt")

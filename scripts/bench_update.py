@@ -67,6 +67,7 @@ def timed_updates(algorithm, mode: str, repeats: int) -> tuple[float, float]:
     cuda = algorithm.ctx.device.type == "cuda"
     update = algorithm.update
     if mode == "graph":
+        algorithm.update()  # eager first, as the runner's first iteration: whatever a first use makes, made
         graph = torch.cuda.CUDAGraph()
         graph.register_generator_state(algorithm.generator)
         torch.cuda.synchronize()

@@ -225,11 +225,14 @@ deterministic() {
 loop() {
   # Issue 43 item 2 / issue 45 item 2: the training loop against its ceiling, eager and as CUDA
   # graphs (`--runner.cuda-graphs on`), the quadruped and the cart-pole at 4096 and 8192 envs.
-  local task graphs
-  for task in $GO1 Mjrl-Cartpole-Balance; do
+  # The quadruped's graphs also with TF32 and bf16 matrix products (issue 44, item 3).
+  local task graphs precisions
+  for task in ${LOOP_TASKS:-$GO1 Mjrl-Cartpole-Balance}; do
     for graphs in off on; do
-      run 150 $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 8192 --iterations 10 \
-        --physics-steps 200 --cuda-graphs $graphs | grep '^{' >>"$OUT/loop.jsonl"
+      precisions=fp32
+      [[ $task == "$GO1" && $graphs == on ]] && precisions="fp32 tf32 bf16"
+      run "${LOOP_S:-150}" $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 8192 --iterations 10 \
+        --physics-steps 200 --cuda-graphs $graphs --precision $precisions | grep '^{' >>"$OUT/loop.jsonl"
     done
   done
 }
@@ -284,9 +287,9 @@ tests() {
   local parallel=()
   $PY -c "import xdist, pytest_timeout" 2>/dev/null && parallel=(-n 8 --timeout 240)
   MJRL_TEST_FAILURES=$OUT/test_failures.txt MJRL_TEST_DEVICE=cuda run "${TESTS_S:-400}" $PY -m pytest -v -rf --tb=short -p no:cacheprovider "${parallel[@]}" \
-    tests/test_capture.py tests/test_host_sync.py tests/test_sim_env.py tests/test_algorithm.py tests/test_quadruped.py \
-    tests/test_symmetry.py tests/test_training.py tests/test_evaluate.py tests/test_distillation.py \
-    tests/test_terrain.py tests/test_humanoid.py | grep -v PASSED
+    ${TESTS_FILES:-tests/test_capture.py tests/test_host_sync.py tests/test_sim_env.py tests/test_algorithm.py \
+    tests/test_quadruped.py tests/test_symmetry.py tests/test_training.py tests/test_evaluate.py \
+    tests/test_distillation.py tests/test_terrain.py tests/test_humanoid.py} | grep -v PASSED
 }
 
 scale() {

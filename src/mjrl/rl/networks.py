@@ -31,7 +31,9 @@ def matmul_precision(precision: str, device: torch.device) -> contextlib.Abstrac
     process-wide cuBLAS setting, so it is switched on only for the passes (backward included)
     and back off after: the env's and the statistics' float32 products stay exact."""
     if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        # No cast cache: a CUDA graph replays the casts it captured, and a cache kept across
+        # captures would hand a replay stale copies of the weights.
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
     if precision == "tf32" and device.type == "cuda":
         return _tf32_matmuls()
     return contextlib.nullcontext()
