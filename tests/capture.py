@@ -9,7 +9,8 @@ launches (`step`, `forward`, `kinematics`) as calls; a replay runs the records a
 same tensors, writing each operation's result into the tensor it produced at capture, so that
 later records read it there. Random operations draw from their generators again, as CUDA
 graphs do with registered generators. A host read inside the captured code (`item`, `bool` of
-a tensor, `nonzero`) is an error, as in a real capture.
+a tensor, `nonzero`), or a tensor made from Python data (`torch.tensor`, `new_tensor`: on a GPU
+a copy from host memory), is an error, as in a real capture.
 
 The recording pass executes (a CUDA capture would not): it stands for the capture and the
 first replay together.
@@ -28,6 +29,9 @@ from mjrl.sim import Simulation
 
 HOST_READS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default",
               "aten.is_nonzero.default", "aten.equal.default"}  # fmt: skip
+# A tensor made from Python data inside a capture: on a GPU, a copy from pageable host memory,
+# which CUDA refuses during a capture (found by the first real capture, 2026-11-27).
+HOST_COPIES = {"aten.lift_fresh.default", "aten.lift_fresh_copy.default"}
 WARP_CALLS = ("step", "forward", "kinematics")
 
 
@@ -44,6 +48,8 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if str(func) in HOST_READS:
             raise CaptureError(f"{func} reads the device on the host inside a captured segment")
+        if str(func) in HOST_COPIES:
+            raise CaptureError(f"{func} copies Python data to the device inside a captured segment")
         out = func(*args, **kwargs)
         self.records.append(_replay_op(func, args, kwargs, out))
         return out

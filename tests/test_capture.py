@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,11 @@ from conftest import DEVICE
 from mjrl.distributed.context import single_process
 from mjrl.distributed.preemption import StopFlag
 from mjrl.envs import VecEnv
+from mjrl.errors import UsageError
 from mjrl.rl import make_algorithm
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.faults import Fault
-from mjrl.runner.graphs import LoopGraphs, loop_graphs
+from mjrl.runner.graphs import Graph, LoopGraphs, choose_graphs, loop_graphs, why_not_graphs
 from mjrl.runner.runner import Runner, warm_up
 from mjrl.runner.state import TrainingState
 from mjrl.sim import TerrainConfig
@@ -37,8 +39,6 @@ def build(task_name: str, log_root: Path, teacher: str | None, graphed: bool = F
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=8, episode_length_s=1.0)
     if "Rough" in task_name:
         env_cfg = dataclasses.replace(env_cfg, terrain=SMALL_GRID)
-    if DEVICE != "cpu":  # a GPU's physics equals itself bit for bit only in deterministic mode
-        env_cfg = dataclasses.replace(env_cfg, sim=dataclasses.replace(env_cfg.sim, deterministic=True))
     cfg = dataclasses.replace(
         defaults,
         env=env_cfg,
@@ -95,13 +95,26 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 TASKS = ["Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped",
          "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Humanoid",
          "Mjrl-Velocity-Flat-Quadruped-Student"]  # fmt: skip
+# On a GPU, two runs of a task with contacts differ from their first step, graphs or not:
+# mujoco_warp orders contacts by an atomic counter, and its deterministic mode does not sort them
+# yet (4.0.0; H100, 2026-11-27). The cart-poles, without contacts, are bit-identical there, so the
+# real CUDA graphs are checked bit for bit on them; the emulation covers every task on the CPU.
+GPU_EXACT_TASKS = [name for name in TASKS if "Cartpole" in name]
 
 
-@pytest.mark.parametrize("task_name", TASKS)
+def graph_pair(runner: Runner) -> tuple[Graph, Graph]:
+    """A rollout graph and an update graph: emulated on the CPU, real CUDA graphs on a GPU."""
+    if DEVICE == "cpu":
+        return EmulatedGraph([runner.env.sim]), EmulatedGraph([runner.env.sim])
+    graphs = loop_graphs("on", runner.ctx, runner.env, [runner.env.generator, runner.algorithm.generator])
+    return graphs.make_graph(), graphs.make_graph()
+
+
+@pytest.mark.parametrize("task_name", TASKS if DEVICE == "cpu" else GPU_EXACT_TASKS)
 def test_the_loop_replayed_as_graphs_equals_the_eager_loop(task_name, tmp_path, request):
     teacher = request.getfixturevalue("tiny_teacher") if task_name.endswith("Student") else None
     eager, graphed = (build(task_name, tmp_path / name, teacher) for name in ("eager", "graphed"))
-    rollout, update = EmulatedGraph([graphed.env.sim]), EmulatedGraph([graphed.env.sim])
+    rollout, update = graph_pair(graphed)
     for iteration in range(ITERATIONS):
         for runner in (eager, graphed):
             between_iterations(runner, iteration)
@@ -131,8 +144,8 @@ def test_the_runner_with_loop_graphs_logs_what_the_eager_runner_logs(tmp_path):
     iteration (run eagerly, the graphs kept) and the iterations replayed after it."""
     runs = {}
     for graphed in (False, True):
-        runner = build("Mjrl-Velocity-Flat-Quadruped", tmp_path / str(graphed), None, graphed,
-                       max_iterations=6, save_interval=3)  # fmt: skip
+        task_name = "Mjrl-Velocity-Flat-Quadruped" if DEVICE == "cpu" else GPU_EXACT_TASKS[0]
+        runner = build(task_name, tmp_path / str(graphed), None, graphed, max_iterations=6, save_interval=3)
         runner.cfg = dataclasses.replace(runner.cfg, fault="nan@0:4")  # NaN actions in iteration 4
         runner.fault = Fault.parse(runner.cfg.fault)
         summary = runner.run()
@@ -150,3 +163,28 @@ def test_a_host_read_cannot_be_captured():
     graph = EmulatedGraph([])
     with pytest.raises(CaptureError, match="_local_scalar_dense"):
         graph.capture(lambda: torch.ones(2).sum().item())
+
+
+def test_a_tensor_made_from_python_data_cannot_be_captured():
+    """On a GPU, `new_tensor(3.0)` copies from pageable host memory, which a capture refuses: the
+    first real capture of the update failed so (H100, 2026-11-27); `new_full` fills on the device."""
+    ones = torch.ones(2)
+    with pytest.raises(CaptureError, match="lift_fresh"):
+        EmulatedGraph([]).capture(lambda: ones.new_tensor(float(ones.numel())))
+    assert EmulatedGraph([]).capture(lambda: ones.new_full((), float(ones.numel()))) == 2.0
+
+
+def test_the_loop_is_captured_only_where_a_gpu_can_hold_it():
+    """`--runner.cuda-graphs`: on where nothing stands against it; `auto` falls back with the
+    reason in one line, `on` refuses with it (the CPU's case: tests/test_bad_input.py)."""
+    gpu = torch.device("cuda", 0)
+    assert why_not_graphs(gpu, False, True, False) is None
+    assert choose_graphs("auto", None) == (True, None)
+    assert choose_graphs("off", None) == (False, None)
+    for why_not in (why_not_graphs(gpu, True, True, False), why_not_graphs(gpu, False, False, False),
+                    why_not_graphs(gpu, False, True, True)):  # fmt: skip
+        assert why_not is not None
+        assert choose_graphs("auto", why_not) == (False, f"cuda graphs: off ({why_not})")
+        with pytest.raises(UsageError, match=re.escape(f"--runner.cuda-graphs on: {why_not}")):
+            choose_graphs("on", why_not)
+    assert "deterministic" in why_not_graphs(gpu, False, True, True)

@@ -12,7 +12,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from conftest import DEVICE, TINY_RUN, TWO_RANK_RUN, last_json, read_jsonl, run_main
+from conftest import TINY_RUN, TWO_RANK_RUN, last_json, read_jsonl, run_main
 
 from mjrl.checkpoint import load_checkpoint
 from mjrl.envs import Robot, VecEnv
@@ -364,7 +364,7 @@ def test_a_two_rank_resume_gives_each_rank_its_own_rows_and_episode_window(log_r
 
     # Resumed with no iteration left, rank 0 checkpoints again what every rank restored.
     written = checkpoint.stat().st_mtime_ns
-    again = run_main("train", ROUGH.name, "--device", DEVICE, "--nproc-per-node", "2", "--resume-dir", str(run_dir))
+    again = run_main("train", ROUGH.name, *TWO_RANK_RUN[:2], "--nproc-per-node", "2", "--resume-dir", str(run_dir))
     assert again.returncode == 0, again.stderr[-3000:]
     assert checkpoint.stat().st_mtime_ns > written
     restored = load_checkpoint(checkpoint)["env_ranks"]

@@ -118,7 +118,8 @@ def moment_sums(x: torch.Tensor) -> torch.Tensor:
     """[count, sums..., sums of squares...] of a (..., dim) batch in float64: statistics that
     add up over batches and ranks (one all-reduce pools them)."""
     x = x.reshape(-1, x.shape[-1]).double()
-    return torch.cat([x.new_tensor([x.shape[0]]), x.sum(dim=0), (x * x).sum(dim=0)])
+    count = x.new_full((1,), float(x.shape[0]))  # made on the device: a CUDA graph cannot copy from the host
+    return torch.cat([count, x.sum(dim=0), (x * x).sum(dim=0)])
 
 
 def update_from_sums(normalizer: RunningNormalizer, sums: torch.Tensor) -> None:

@@ -522,7 +522,9 @@ class PPO:
         }
         a = advantages.double()
         pack = NamedPack(torch.float64, a.device)
-        pack.add("advantages", torch.stack([a.sum(), (a * a).sum(), a.new_tensor(float(a.numel()))]))
+        # The count made on the device (`full`), not copied from the host: a CUDA graph cannot copy.
+        count = torch.full((), float(a.numel()), dtype=a.dtype, device=a.device)
+        pack.add("advantages", torch.stack([a.sum(), (a * a).sum(), count]))
         for group, (_, obs) in observations.items():
             pack.add(f"{group}_observations", moment_sums(obs))
         pooled = pack.all_reduce_sum(self.ctx)

@@ -24,7 +24,8 @@ def rollout_sums(returns: torch.Tensor, values: torch.Tensor) -> dict[str, torch
     """This rank's sums of the returns and of the value function's residuals, in float64."""
     r = returns.double().reshape(-1)
     d = r - values.double().reshape(-1)
-    sums = (r.new_tensor(float(r.numel())), r.sum(), (r * r).sum(), d.sum(), (d * d).sum())
+    count = r.new_full((), float(r.numel()))  # made on the device: a CUDA graph cannot copy from the host
+    sums = (count, r.sum(), (r * r).sum(), d.sum(), (d * d).sum())
     return dict(zip(ROLLOUT_SUMS, sums, strict=True))
 
 

@@ -35,7 +35,7 @@ class Graph(Protocol):
     def replay(self) -> None: ...
 
 
-def why_not_graphs(device: torch.device, distributed: bool, physics_graphs: bool) -> str | None:
+def why_not_graphs(device: torch.device, distributed: bool, physics_graphs: bool, deterministic: bool) -> str | None:
     """Why the loop cannot be captured here, or None."""
     if device.type != "cuda":
         return "the loop runs on the CPU"
@@ -43,6 +43,9 @@ def why_not_graphs(device: torch.device, distributed: bool, physics_graphs: bool
         return "collectives are not captured yet: one process only"
     if not physics_graphs:
         return "this GPU cannot capture mujoco_warp's step (memory pools and conditional graph nodes)"
+    if deterministic:
+        # H100, 2026-11-27: the rollout's capture was invalidated with it on, and succeeded without.
+        return "mujoco_warp's deterministic mode (--env.sim.deterministic) failed to capture on a GPU"
     return None
 
 
@@ -114,7 +117,8 @@ def loop_graphs(
 ) -> LoopGraphs | None:
     """The loop's graphs for `--runner.cuda-graphs`, or None (eager). Every rank decides alike:
     several ranks are always eager."""
-    use, line = choose_graphs(setting, why_not_graphs(ctx.device, ctx.is_distributed, env.sim.replays_graph))
+    why_not = why_not_graphs(ctx.device, ctx.is_distributed, env.sim.replays_graph, env.sim.cfg.deterministic)
+    use, line = choose_graphs(setting, why_not)
     if line and ctx.is_main:
         print(line, flush=True)
     if not use:

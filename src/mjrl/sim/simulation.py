@@ -46,10 +46,12 @@ class SimConfig:
     CPU (3-4x faster there, since it skips the Python cost of about 90 kernel launches per physics
     step). False launches every kernel from Python on each step."""
     deterministic: bool = False
-    """mujoco_warp's deterministic mode (contacts in a stable order, constraint rows in a
-    canonical one, atomic sums that do not depend on the order of their terms): on a GPU two
-    runs, or a replayed graph and launched kernels, give bit-identical states, at a cost of
-    speed. On the CPU the physics is deterministic either way."""
+    """mujoco_warp's deterministic mode: atomic sums that do not depend on the order of their
+    terms. In mujoco_warp 4.0.0 its contact and constraint-row sorts are still empty, so on a GPU
+    two runs with contacts still differ (H100, 2026-11-27); without contacts they are
+    bit-identical either way. It cost 3.8x of the quadruped's training loop there (4096 envs),
+    and a capture of the loop's CUDA graphs failed with it on, so `--runner.cuda-graphs` leaves
+    the two apart. On the CPU the physics is deterministic either way."""
     per_world_model_fields: tuple[str, ...] = ()
     """Model fields given one copy per world (e.g. geom_friction, body_mass) so that events can
     randomise them per env; all other model fields are shared by every world."""
