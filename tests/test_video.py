@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY_RUN, last_json, run_cli, run_main
 
 from mjrl.sim.render import make_camera
-from mjrl.tasks.cartpole import MODEL_XML as CARTPOLE_XML
+from mjrl.tasks.cartpole.task import MODEL_XML as CARTPOLE_XML
 from mjrl.tasks.velocity.go1 import GO1
 from mjrl.tools.video import frame_indices
 

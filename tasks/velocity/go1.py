@@ -4,8 +4,8 @@ rough terrain with a curriculum."""
 import dataclasses
 
 from mjrl.envs.robot import RobotConfig
-from mjrl.tasks.velocity import velocity_task
 from mjrl.tasks.velocity.config import ROUGH_AGENT, STUDENT_AGENT, VelocityEnvConfig, as_student, on_rough_terrain
+from mjrl.tasks.velocity.task import velocity_task
 
 LEGS = ("FR", "FL", "RR", "RL")
 

@@ -26,7 +26,6 @@ import dataclasses
 
 from mjrl.envs.robot import RobotConfig
 from mjrl.rl.config import SymmetryConfig
-from mjrl.tasks.velocity import velocity_task
 from mjrl.tasks.velocity.config import (
     AGENT,
     CommandConfig,
@@ -35,6 +34,7 @@ from mjrl.tasks.velocity.config import (
     RewardConfig,
     VelocityEnvConfig,
 )
+from mjrl.tasks.velocity.task import velocity_task
 
 SIDES = ("left", "right")
 ARM_JOINTS = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll")

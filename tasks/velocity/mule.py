@@ -6,7 +6,6 @@ import dataclasses
 
 from mjrl.envs.robot import RobotConfig
 from mjrl.rl.config import SymmetryConfig
-from mjrl.tasks.velocity import velocity_task
 from mjrl.tasks.velocity.config import (
     AGENT,
     RandomizationConfig,
@@ -14,6 +13,7 @@ from mjrl.tasks.velocity.config import (
     VelocityEnvConfig,
     on_rough_terrain,
 )
+from mjrl.tasks.velocity.task import velocity_task
 
 LEGS = ("LF", "RF", "LH", "RH")
 
