@@ -74,7 +74,7 @@ def main() -> None:
             for i in terminated.nonzero().flatten().tolist():  # a host read per step: a probe, not training
                 critic = extras["final_obs"]["critic"][i]
                 ends.append((step, i, critic[gravity].tolist(), critic[command].tolist()))
-    stats = dict(zip(env.term_names(), env.pop_term_stats().tolist(), strict=False))
+    stats = {name: value.item() for name, value in env.pop_term_stats().items()}
     print({name: count for name, count in stats.items() if name.startswith("termination/")})
     for step, i, gravity, command in ends:
         tipped, asked = [round(g, 2) for g in gravity], [round(c, 2) for c in command]

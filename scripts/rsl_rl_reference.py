@@ -151,9 +151,9 @@ def record_update_trace(alg: RslPPO) -> dict[str, list[float]]:
 
 
 def iteration_metrics(env: VecEnv, alg: RslPPO, trace: dict[str, list[float]]) -> dict[str, float]:
-    ret_sum, len_sum, count = env.episode_stats().tolist()
-    terms = env.pop_term_stats().tolist()
-    steps = max(terms[-1], 1.0)
+    stats = {name: value.item() for name, value in env.pop_statistics().items()}
+    ret_sum, len_sum, count = stats["episode_return_sum"], stats["episode_length_sum"], stats["episodes"]
+    steps = max(stats["reward_steps"], 1.0)
     metrics = {
         "mean_episode_return": ret_sum / count if count else float("nan"),
         "mean_episode_length": len_sum / count if count else float("nan"),
@@ -162,8 +162,8 @@ def iteration_metrics(env: VecEnv, alg: RslPPO, trace: dict[str, list[float]]) -
         "learning_rate": alg.learning_rate,
         "action_std": alg.actor.output_std.mean().item(),
     }
-    metrics["mean_step_reward"] = sum(terms[: len(env.task.rewards)]) / steps
-    metrics.update({name: total / steps for name, total in zip(env.term_names(), terms[:-2], strict=True)})
+    metrics["mean_step_reward"] = sum(stats[name] for name in env.term_names() if name.startswith("reward/")) / steps
+    metrics.update({name: stats[name] / steps for name in env.term_names()})
     trace["kl"].clear()
     trace["lr"].clear()
     return metrics

@@ -67,7 +67,7 @@ def state_of(runner: Runner) -> dict[str, torch.Tensor]:
     fields = {f.name: getattr(storage, f.name) for f in dataclasses.fields(storage) if f.name != "step"}
     learned = {f"parameter {k}": v for k, v in runner.algorithm.inference_policy().state_dict().items()}
     env = runner.env
-    stats = {"term stats": env.pop_term_stats(), "episodes": env.episode_stats(), "obs": env.obs["actor"]}
+    stats = {**env.pop_statistics(), "obs": env.obs["actor"]}
     return {k: v.detach().clone() for k, v in {**fields, **learned, **stats}.items()} | {
         "learning rate": runner.algorithm.optimizer.lr.clone()
     }

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import mujoco
 import torch
 
-from mjrl.envs import VecEnv
+from mjrl.envs import EnvComponent, VecEnv
 from mjrl.envs.terms import (
     UniformRanges,
     base_ang_vel,
@@ -90,7 +90,7 @@ def is_moving_command(env: VecEnv) -> torch.Tensor:
     return torch.maximum(torch.linalg.vector_norm(cmd[:, :2], dim=1), cmd[:, 2].abs()) > MOVING_COMMAND
 
 
-class LeggedState:
+class LeggedState(EnvComponent):
     """What the foot terms and the terrain curriculum read, advanced once per env step after the
     physics and the env's contact pass: which feet touch, their height and horizontal speed,
     their swing timers, and on a terrain grid the path the commands asked for. Right after a

@@ -3,6 +3,7 @@
 `terms` holds robot-agnostic terms for floating-base robots, which read a `RobotConfig`
 resolved when the env is built (`robot`)."""
 
+from mjrl.envs.component import EnvComponent
 from mjrl.envs.env import VecEnv
 from mjrl.envs.robot import Robot, RobotConfig
 from mjrl.envs.spec import (
@@ -11,7 +12,6 @@ from mjrl.envs.spec import (
     EventTerm,
     ObsTerm,
     RewardTerm,
-    StepState,
     TaskSpec,
     TerminationTerm,
     check_task_spec,
@@ -21,13 +21,13 @@ from mjrl.envs.task import Task
 
 __all__ = [
     "CommandTerm",
+    "EnvComponent",
     "EnvConfig",
     "EventTerm",
     "ObsTerm",
     "RewardTerm",
     "Robot",
     "RobotConfig",
-    "StepState",
     "Task",
     "TaskSpec",
     "TerminationTerm",

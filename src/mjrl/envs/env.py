@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from mjrl.envs.component import EnvComponent
 from mjrl.envs.robot import Robot
 from mjrl.envs.spec import EnvConfig, ObsTerm, TaskSpec
 from mjrl.envs.terrain import TerrainState
@@ -28,6 +29,11 @@ from mjrl.mirror import ColumnMirror
 from mjrl.sim import Simulation
 
 Obs = dict[str, torch.Tensor]
+
+EPISODE_STATISTICS = ("episode_return_sum", "episode_length_sum", "episodes")
+"""`VecEnv.episode_stats()`: over the window of finished whole episodes."""
+GAUGE_PARTS = (":sum", ":count")
+"""Suffixes of a gauge's sum and count in `VecEnv.pop_statistics()`."""
 
 
 class VecEnv:
@@ -50,6 +56,9 @@ class VecEnv:
             None if grid is None else TerrainState(task.scene.terrain, grid, cfg.num_envs, device, self.generator)
         )
         """The generated terrain grid and each env's patch on it; None on flat ground."""
+        self.components: dict[str, EnvComponent] = {} if self.terrain is None else {"terrain": self.terrain}
+        """Everything that keeps state between steps, by name, driven alike (`EnvComponent`):
+        "terrain", "state" (the task's shared state) and the task's own components."""
 
         n, nu = self.num_envs, self.sim.mj_model.nu
         self.robot = Robot.resolve(self.sim.mj_model, task.robot, device) if task.robot else None
@@ -72,6 +81,10 @@ class VecEnv:
         """(num_envs, ngeom) bool: which geoms touch the ground (anything, without a robot)."""
         self.commands = {name: torch.zeros(n, term.dim, device=device) for name, term in task.commands.items()}
         self.state: Any = task.state(self) if task.state else None
+        if self.state is not None:
+            self.components["state"] = self.state
+        for name, build in task.components.items():
+            self.components[name] = build(self)
         # Commands first, then interval events: each runs for the envs whose timer is due, and
         # their timers are redrawn. One row of timers per job.
         jobs = [
@@ -152,30 +165,29 @@ class VecEnv:
     def resume_state(self) -> dict[str, torch.Tensor]:
         """What a checkpoint keeps of the env beyond its random stream: the window of finished
         episodes, so that a resumed run's logged return and length go on from where they were
-        (not from the first episodes to end after the resume, which are the falls), and the
-        terrain rows of the envs, so that it goes on from the curriculum it had reached."""
+        (not from the first episodes to end after the resume, which are the falls), and what
+        each component keeps (the terrain: the envs' rows, the curriculum reached)."""
         state = {
             "episode_returns": self._finished_returns.clone(),
             "episode_lengths": self._finished_lengths.clone(),
             "episodes_finished": self._finished_total.clone(),
         }
-        if self.terrain is not None:
-            state["terrain_level"] = self.terrain.level.clone()
+        for component in self.components.values():
+            state.update(component.resume_state())
         return state
 
     def load_resume_state(self, saved: dict[str, torch.Tensor]) -> None:
-        """Take what `resume_state` kept: the episode window, and the rows (when the run had the
-        same number of envs), starting every env's episode afresh on its row."""
+        """Take what `resume_state` kept: the episode window, and each component's state (the
+        rows, when the run had the same number of envs); envs start their episodes afresh when a
+        component asks for it (on their rows)."""
         window = ("episode_returns", "episode_lengths", "episodes_finished")
         if all(k in saved for k in window) and saved["episode_returns"].shape == self._finished_returns.shape:
             self._finished_returns.copy_(saved["episode_returns"])
             self._finished_lengths.copy_(saved["episode_lengths"])
             self._finished_total.copy_(saved["episodes_finished"])
-        level = saved.get("terrain_level")
-        if self.terrain is None or level is None or level.shape != self.terrain.level.shape:
-            return
-        self.terrain.level.copy_(level.to(self.device).clamp(0, self.terrain.rows - 1))
-        self._start_episodes()
+        restart = [component.load_resume_state(saved) for component in self.components.values()]
+        if any(restart):
+            self._start_episodes()
 
     # ----------------------------------------------------------------------------- step
 
@@ -360,8 +372,8 @@ class VecEnv:
         test), so that contacts and the shared state describe the new state."""
         if self.task.contacts:
             self.contacts.copy_(self.sim.geom_contacts(self._ground))
-        if self.state is not None:
-            self.state.update(self)
+        for component in self.components.values():
+            component.update(self)
         self._follow_commands()
 
     def _follow_commands(self) -> None:
@@ -419,8 +431,8 @@ class VecEnv:
             self._resample_command(name, mask)
         self._redraw_interval_timers(mask)
         self._follow_commands()
-        if self.state is not None:
-            self.state.reset(self, mask)
+        for component in self.components.values():
+            component.reset(self, mask)
         if self.task.refresh_kinematics_on_reset:
             self.sim.kinematics()
         self.episode_length.masked_fill_(mask, 0)
@@ -456,29 +468,44 @@ class VecEnv:
         self._finished_lengths.scatter_(0, slots, self.episode_length.float())
         self._finished_total += finished
 
-    def episode_stats(self) -> torch.Tensor:
-        """[sum of returns, sum of lengths, count] over the last finished whole episodes (window)."""
+    def pop_statistics(self) -> dict[str, torch.Tensor]:
+        """The env's statistics by name, float64 scalars on the device that ranks pool by summing:
+        the finished episodes' window (`episode_stats`), each reward term's sum and each
+        termination's count with the non-finite resets and the env steps whose rewards count
+        since the last call (`pop_term_stats`), and each gauge's sum and count (`gauges`)."""
+        gauges = {
+            f"{name}{part}": value
+            for name, pair in self.gauges().items()
+            for part, value in zip(GAUGE_PARTS, pair, strict=True)
+        }
+        return {**self.episode_stats(), **self.pop_term_stats(), **gauges}
+
+    def episode_stats(self) -> dict[str, torch.Tensor]:
+        """Sums of returns and lengths, and the count, of the last finished whole episodes (window)."""
         count = self._finished_total.clamp(max=self.EPISODE_WINDOW)
         valid = torch.arange(self.EPISODE_WINDOW, device=self.device) < count
         returns = (self._finished_returns[:-1] * valid).sum()
         lengths = (self._finished_lengths[:-1] * valid).sum()
-        return torch.stack([returns.double(), lengths.double(), count.double()])
+        values = torch.stack([returns.double(), lengths.double(), count.double()])
+        return dict(zip(EPISODE_STATISTICS, values.unbind(), strict=True))
 
-    def pop_term_stats(self) -> torch.Tensor:
-        """Since the last call, as one float64 vector: [reward term sums..., termination
-        counts..., non-finite resets, env steps]; then zeroes them."""
+    def pop_term_stats(self) -> dict[str, torch.Tensor]:
+        """Since the last call: each reward term's sum, each termination's count, the non-finite
+        resets and the env steps whose rewards count (`nonfinite_resets`, `reward_steps`); then
+        zeroes them."""
         # Env steps whose rewards count: every env of every step, less the non-finite ones.
         reward_steps = self._steps_since_pop * self.num_envs - self._nonfinite_count
         nonfinite = self._nonfinite_count.view(1)
         out = torch.cat([self._reward_term_sums, self._termination_counts, nonfinite, reward_steps.view(1)])
         for stat in (self._reward_term_sums, self._termination_counts, self._nonfinite_count, self._steps_since_pop):
             stat.zero_()
-        return out
+        names = [*self.term_names(), "nonfinite_resets", "reward_steps"]
+        return dict(zip(names, out.unbind(), strict=True))
 
     def gauges(self) -> dict[str, torch.Tensor]:
-        """Figures the task reports as means, `name -> [sum, count]` (float64) since the last
-        call, so that ranks pool them by summing: the terrain curriculum's rows, for instance."""
-        return self.terrain.gauges() if self.terrain is not None else {}
+        """Figures the components report as means, `name -> [sum, count]` (float64) since the
+        last call, so that ranks pool them by summing: the terrain curriculum's rows, for instance."""
+        return {name: value for component in self.components.values() for name, value in component.gauges().items()}
 
     def term_names(self) -> list[str]:
         return [f"reward/{k}" for k in self.task.rewards] + [f"termination/{k}" for k in self.task.terminations]

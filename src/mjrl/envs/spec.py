@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self
+from typing import TYPE_CHECKING, ClassVar, Literal, Self
 
 import torch
 
@@ -20,6 +20,7 @@ from mjrl.mirror import ColumnMirror
 from mjrl.sim import Scene, SimConfig
 
 if TYPE_CHECKING:
+    from mjrl.envs.component import EnvComponent
     from mjrl.envs.env import VecEnv
 
 MirrorFn = Callable[["VecEnv", int], ColumnMirror]
@@ -123,18 +124,6 @@ class CommandTerm:
     yaw rate steered towards a commanded heading); None for commands that hold still."""
 
 
-class StepState(Protocol):
-    """State that several terms share and that advances once per physics step (swing timers,
-    finite differences), so no term has to guard against being the second to advance it."""
-
-    def update(self, env: VecEnv) -> None:
-        """Called once after each physics step (and once when the env is built), after the
-        contact pass and before any term reads the state."""
-
-    def reset(self, env: VecEnv, mask: torch.Tensor) -> None:
-        """Called for the envs being reset, after the reset events and commands."""
-
-
 @dataclasses.dataclass
 class TaskSpec:
     """Everything that makes a task: its model and its terms."""
@@ -164,8 +153,11 @@ class TaskSpec:
     feedforward but without this cannot be exported."""
     action_mirror: MirrorFn | None = None
     """How actions mirror (see `ObsTerm.mirror`); None: the task has no symmetry."""
-    state: Callable[[VecEnv], StepState] | None = None
+    state: Callable[[VecEnv], EnvComponent] | None = None
     """Builds the task's shared per-step state (`env.state`) once, with the env."""
+    components: dict[str, Callable[[VecEnv], EnvComponent]] = dataclasses.field(default_factory=dict)
+    """Further state of the task (a motion library, an object), each built once with the env,
+    after its state, into `env.components[name]`."""
     refresh_kinematics_on_reset: bool = False
     """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
 

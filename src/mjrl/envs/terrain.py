@@ -9,13 +9,16 @@ collides with. Nothing here synchronises with the host.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 
+from mjrl.envs.component import EnvComponent
 from mjrl.sim.terrain import TerrainConfig, TerrainGrid
 
 
-class TerrainState:
+class TerrainState(EnvComponent):
     """A generated grid on `device`, and per env: its row (difficulty), column (type) and the
     centre of that patch. Rows change at episode ends (`end_episodes`), unless fixed by
     `spawn_row`."""
@@ -98,6 +101,18 @@ class TerrainState:
         self._off_top.index_add_(0, types, (ended & off_top).double())
         outcomes = torch.stack([distance * ended, commanded * ended, up.to(distance.dtype), down.to(distance.dtype)])
         self._outcomes += outcomes.sum(dim=1).double()
+
+    def resume_state(self) -> dict[str, torch.Tensor]:
+        """Each env's row, so that a resumed run goes on from the curriculum it had reached."""
+        return {"terrain_level": self.level.clone()}
+
+    def load_resume_state(self, saved: Mapping[str, torch.Tensor]) -> bool:
+        """The rows, when the run had the same number of envs: the envs then start afresh on them."""
+        level = saved.get("terrain_level")
+        if level is None or level.shape != self.level.shape:
+            return False
+        self.level.copy_(level.to(self.device).clamp(0, self.rows - 1))
+        return True
 
     def gauges(self) -> dict[str, torch.Tensor]:
         """Since the last call, `name -> [sum, count]` (float64): the mean row over envs, per

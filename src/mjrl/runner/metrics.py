@@ -12,26 +12,7 @@ import torch
 
 from mjrl.distributed.packing import NamedPack
 from mjrl.envs import VecEnv
-
-EPISODE_STATISTICS = ("episode_return_sum", "episode_length_sum", "episodes")
-"""The order of `VecEnv.episode_stats()`."""
-STEP_COUNTS = ("nonfinite_resets", "reward_steps")
-"""What `VecEnv.pop_term_stats()` returns after the term sums, in its order."""
-GAUGE_PARTS = (":sum", ":count")
-"""Suffixes of a gauge's sum and count (`VecEnv.gauges()`) in the pooled statistics."""
-
-
-def env_statistics(env: VecEnv) -> dict[str, torch.Tensor]:
-    """The env's statistics since the last call, by name (the term sums and counts are reset).
-    The one place that reads the layout of the env's statistics vectors."""
-    episodes = dict(zip(EPISODE_STATISTICS, env.episode_stats().unbind(), strict=True))
-    terms = dict(zip([*env.term_names(), *STEP_COUNTS], env.pop_term_stats().unbind(), strict=True))
-    gauges = {
-        f"{name}{part}": value
-        for name, pair in env.gauges().items()
-        for part, value in zip(GAUGE_PARTS, pair, strict=True)
-    }
-    return {**episodes, **terms, **gauges}
+from mjrl.envs.env import GAUGE_PARTS
 
 
 def pack_iteration(
@@ -46,7 +27,7 @@ def pack_iteration(
     the timings of the slowest rank and the largest stop signal any rank received (so that
     every rank stops after the same iteration) are pooled by their maximum."""
     pack = NamedPack(torch.float64, env.device)
-    pack.add_all(env_statistics(env)).add_all(update_sums).add_all(algorithm_values, reduce="max")
+    pack.add_all(env.pop_statistics()).add_all(update_sums).add_all(algorithm_values, reduce="max")
     pack.add_all(timings, reduce="max").add("stop_signal", float(stop_signal), reduce="max")
     return pack
 
