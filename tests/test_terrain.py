@@ -19,7 +19,7 @@ from mjrl.envs import Robot, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.envs.terrain import TerrainState
 from mjrl.errors import UsageError
-from mjrl.sim import Scene, TerrainConfig, generate_terrain
+from mjrl.sim import Scene, TerrainConfig, generate_terrain, register_terrain_type, terrain_types
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity import legged
 
@@ -133,6 +133,42 @@ def test_the_curriculum_promotes_demotes_and_sends_envs_past_the_top_row_to_a_ra
     assert gauges["terrain/mean_commanded_distance"] == pytest.approx(42 / 5)
     assert (gauges["terrain/promoted"], gauges["terrain/demoted"]) == (pytest.approx(2 / 5), pytest.approx(2 / 5))
     assert math.isnan(state.gauges()["terrain/promoted_off_top"].div(0).sum())  # counters were reset
+
+
+def ridge(cfg: TerrainConfig, difficulty: float, x: np.ndarray, y: np.ndarray, rng: np.random.Generator):
+    """A test's terrain type: a square ridge halfway between the platform and the edge, 5 to 15
+    cm high from the first row to the last; flat elsewhere."""
+    ring = (cfg.patch_size + cfg.platform) / 4
+    on_ridge = np.abs(np.maximum(np.abs(x), np.abs(y)) - ring) < 1.5 * cfg.resolution
+    return np.where(on_ridge, 0.05 + 0.10 * difficulty, 0.0)
+
+
+def test_a_terrain_type_registered_by_a_test_is_generated_and_served_by_the_curriculum(log_root):
+    register_terrain_type("test_ridge", ridge)
+    assert terrain_types()[:5] == ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down")
+    cfg = dataclasses.replace(SMALL, types=("rough", "test_ridge"), spawn_type="test_ridge")
+    grid = generate_terrain(cfg)
+    assert grid.column_types == ("rough", "test_ridge")
+    cells, border = round(cfg.patch_size / cfg.resolution), round(cfg.border / cfg.resolution)
+    last_row = grid.heights[border + 2 * cells : border + 3 * cells, border + cells : border + 2 * cells]
+    assert last_row.max() == pytest.approx(0.15)
+    state = TerrainState(cfg, grid, 4, torch.device("cpu"), torch.Generator().manual_seed(0))
+    assert state.column.tolist() == [1, 1, 1, 1]  # every env spawns on the ridge's column
+    state.level.copy_(torch.tensor([0, 1, 0, 1]))
+    state.end_episodes(torch.ones(4, dtype=torch.bool), torch.full((4,), 3.0), torch.full((4,), 4.0))
+    assert state.level.tolist() == [1, 2, 1, 2]  # walked past half a patch: promoted
+    assert state.gauges()["terrain/mean_level/test_ridge"].tolist() == [6.0, 4.0]
+    # Through the CLI, flag and all: trained, and logged per type.
+    small = ["--env.terrain.rows", "3", "--env.terrain.columns-per-type", "1", "--env.terrain.patch-size", "4",
+             "--env.terrain.platform", "1", "--env.terrain.border", "1"]  # fmt: skip
+    result = run_main("train", ROUGH.name, *TINY_RUN, "--env.num-envs", "8", "--runner.max-iterations", "2",
+                      "--runner.eval-interval", "0", *small, "--env.terrain.types", "rough", "test_ridge",
+                      "--log-root", str(log_root))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_jsonl(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
+    assert 0 <= rows[-1]["terrain/mean_level/test_ridge"] <= 2
+    unknown = run_main("train", ROUGH.name, *TINY_RUN, "--env.terrain.types", "moon", "--log-root", str(log_root))
+    assert unknown.returncode == 2 and "test_ridge" in unknown.stderr  # the registered types are named
 
 
 # ------------------------------------------------------------------------------ the rough env

@@ -3,11 +3,20 @@ scenes and terrains they are compiled from."""
 
 from mjrl.sim.scene import TERRAIN_GEOM, Scene
 from mjrl.sim.simulation import SimConfig, Simulation, gc_suspended
-from mjrl.sim.terrain import TERRAIN_TYPES, TerrainConfig, TerrainGrid, generate_terrain
+from mjrl.sim.terrain import (
+    TERRAIN_TYPES,
+    PatchFn,
+    TerrainConfig,
+    TerrainGrid,
+    generate_terrain,
+    register_terrain_type,
+    terrain_types,
+)
 
 __all__ = [
     "TERRAIN_GEOM",
     "TERRAIN_TYPES",
+    "PatchFn",
     "Scene",
     "SimConfig",
     "Simulation",
@@ -15,4 +24,6 @@ __all__ = [
     "TerrainGrid",
     "gc_suspended",
     "generate_terrain",
+    "register_terrain_type",
+    "terrain_types",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from functools import partial
 from typing import ClassVar, Literal
 
@@ -25,7 +26,7 @@ Samples = np.ndarray
 """Heights, or x or y coordinates, at a patch's (cells, cells) samples."""
 
 TERRAIN_TYPES = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down")
-"""Every type the generator knows."""
+"""mjrl's own types: the grid's default. More are added with `register_terrain_type`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +39,7 @@ class TerrainConfig:
     """Seed of the generator: the same seed and settings give the same heights."""
     types: tuple[str, ...] = TERRAIN_TYPES
     """Terrain types, one group of `columns_per_type` columns each: rough, slope_up, slope_down,
-    stairs_up, stairs_down."""
+    stairs_up, stairs_down, or any registered with `mjrl.sim.register_terrain_type`."""
     columns_per_type: int = 2
     """Columns of each type (each rough column draws its own noise)."""
     rows: int = 10
@@ -121,9 +122,9 @@ def check_terrain(cfg: TerrainConfig) -> str | None:
     """What is wrong with `cfg` beyond its numeric ranges, as one line, or None."""
     if cfg.kind == "flat":
         return _grid_settings_on_flat(cfg)
-    unknown = [t for t in cfg.types if t not in TERRAIN_TYPES]
+    unknown = [t for t in cfg.types if t not in _PATCHES]
     if unknown or not cfg.types:
-        return f"--env.terrain.types must name some of {', '.join(TERRAIN_TYPES)} (got {' '.join(cfg.types) or 'none'})"
+        return f"--env.terrain.types must name some of {', '.join(_PATCHES)} (got {' '.join(cfg.types) or 'none'})"
     if cfg.spawn_type and cfg.spawn_type not in cfg.types:
         return f"--env.terrain.spawn-type {cfg.spawn_type} is not one of --env.terrain.types: {', '.join(cfg.types)}"
     if cfg.spawn_row >= cfg.rows:
@@ -214,10 +215,29 @@ def _stairs(
     return sign * _lerp(cfg.step_height, difficulty) * steps
 
 
-_PATCHES = {
+PatchFn = Callable[[TerrainConfig, float, Samples, Samples, np.random.Generator], Samples]
+"""(config, difficulty in [0, 1], x, y, generator) -> the patch's heights at its samples (x, y
+from the patch's centre). A patch's edge must be at height 0, so that patches join, and its
+platform (`TerrainConfig.platform`, in the middle) flat, so that robots spawn level; difficulty
+0 is the first row, 1 the last."""
+
+_PATCHES: dict[str, PatchFn] = {
     "rough": _rough,
     "slope_up": partial(_slope, -1.0),
     "slope_down": partial(_slope, 1.0),
     "stairs_up": partial(_stairs, -1.0),
     "stairs_down": partial(_stairs, 1.0),
 }
+
+
+def register_terrain_type(name: str, patch: PatchFn) -> None:
+    """Make `name` a terrain type (`--env.terrain.types ... NAME`), its patches drawn by `patch`;
+    the curriculum serves its columns like any other type's. A name is registered once."""
+    if _PATCHES.get(name, patch) is not patch:
+        raise ValueError(f"terrain type {name!r} is already registered")
+    _PATCHES[name] = patch
+
+
+def terrain_types() -> tuple[str, ...]:
+    """Every registered terrain type, mjrl's own first."""
+    return tuple(_PATCHES)
