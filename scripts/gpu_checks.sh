@@ -56,8 +56,10 @@
 # kernels update tests` took 373 s (the graphs failed at the update's capture: fixed since),
 # then the other test files (269 s) and `deterministic` (35 s). Next: the same first call (the
 # real graphs of test_capture first, then the loop's graphs in fp32, tf32 and bf16, the update's
-# graph), then `learn` with `--runner.cuda-graphs on` if it holds. The wandb test still needs
-# wandb 0.31's opentelemetry-*, cwevals and xxhash, which pack.sh --with-wandb leaves out.
+# graph), then `learn` with `--runner.cuda-graphs on` if it holds. The wandb test needs wandb
+# 0.31's opentelemetry-*, cwevals, xxhash and httpx, which pack.sh --with-wandb leaves out: pack
+# without it and run `bash scripts/gpu_pack_extra.sh` (.gpu_wandb, 27 MB, carried with the call
+# that runs the checks; the tests phase installs it).
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail
@@ -294,6 +296,9 @@ tests() {
   # pytest-xdist and pytest-timeout are in the GPU image; without them the run is serial.
   local parallel=()
   $PY -c "import xdist, pytest_timeout" 2>/dev/null && parallel=(-n 8 --timeout 240)
+  if [[ -d .gpu_wandb ]] && ! $PY -c "import wandb" 2>/dev/null; then  # scripts/gpu_pack_extra.sh
+    run 60 $PY -m pip install -q --no-index --find-links .gpu_wandb --target /tmp/site wandb
+  fi
   MJRL_TEST_FAILURES=$OUT/test_failures.txt MJRL_TEST_DEVICE=cuda run "${TESTS_S:-400}" $PY -m pytest -v -rf --tb=short -p no:cacheprovider "${parallel[@]}" \
     ${TESTS_FILES:-tests/test_capture.py tests/test_host_sync.py tests/test_sim_env.py tests/test_algorithm.py \
     tests/test_quadruped.py tests/test_symmetry.py tests/test_training.py tests/test_evaluate.py \
