@@ -288,12 +288,17 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
     checkpoint = load_checkpoint(run_dir / "checkpoints" / "model_000004.pt")
     old = load_checkpoint(BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt")
     assert checkpoint.keys() == old.keys() | {"env_ranks"} and checkpoint["wandb_id"] == old["wandb_id"]
-    # Launch options stay flat keys; the old `agent` section is spread over the three sections.
+    # Launch options stay flat keys; the old `agent` section is spread over the three sections;
+    # the algorithm is named (`algo`, registered algorithms).
     assert set(checkpoint["config"]) == set(old["config"]) - {"agent"} | {
         "runner",
+        "algo",
         "algorithm",
         "policy",
         "distillation",
+    }
+    assert checkpoint["config"]["algo"] == "auto" and set(checkpoint["rng"]) == set(old["rng"]) - {"ppo"} | {
+        "algorithm"
     }
     sections = [set(checkpoint["config"][name]) for name in ("runner", "algorithm", "policy")]
     every_key = [key for keys in sections for key in keys]

@@ -1,4 +1,4 @@
-"""`train TASK [--preset NAME] [--config RUN/config.yaml] [flags]`: train a policy with PPO."""
+"""`train TASK [--algo NAME] [--preset NAME] [--config RUN/config.yaml] [flags]`: train a policy."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ if TYPE_CHECKING:
     from mjrl.envs import Task
     from mjrl.runner.config import TrainConfig
 
-USAGE = """usage: train TASK [--preset NAME] [--config FILE] [flags]
+USAGE = """usage: train TASK [--algo NAME] [--preset NAME] [--config FILE] [flags]
 
-Train a policy with PPO on MuJoCo-Warp worlds. `train TASK --help` lists every flag.
+Train a policy on MuJoCo-Warp worlds (PPO unless --algo says otherwise). `train TASK --help`
+lists every flag.
 
 tasks:
 {tasks}
+
+algorithms (--algo):
+{algorithms}
 
 presets (configs/): {presets}
 --config FILE feeds a run's own config.yaml back in, to reproduce that run.
@@ -30,14 +34,17 @@ presets (configs/): {presets}
 def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     """argv -> (task, TrainConfig). Order of precedence: task defaults < the resumed run's own
     config (when resuming) < --preset < --config < flags."""
+    from mjrl.rl.registry import describe_algorithms
     from mjrl.tasks import describe_tasks, load_task
 
     args = list(argv)
     if not args or args[0] in ("-h", "--help"):
-        print(USAGE.format(tasks=describe_tasks(), presets=", ".join(preset_names())))
+        print(USAGE.format(tasks=describe_tasks(), algorithms=describe_algorithms(), presets=", ".join(preset_names())))
         raise SystemExit(0 if args else 2)
     preset = pop_option(args, "--preset")
     config_file = pop_option(args, "--config")
+    # The algorithm types the --algorithm.* section, so it is known before the flags are parsed.
+    algo = pop_option(args, "--algo")
     saved = read_yaml(Path(config_file), "config file") if config_file else None
     if args and not args[0].startswith("-"):
         task_name = args.pop(0)
@@ -53,16 +60,17 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.start import resumed_run_config_file
 
-    defaults = TrainConfig.for_task(task)
+    given_algo = algo or (saved or {}).get("algo") or (load_preset(preset).get("algo") if preset else None)
+    defaults = TrainConfig.for_task(task, given_algo or "auto")
     args = rename_known_flags(args, defaults)  # once, though the flags may be parsed twice
-    cfg = _compose(task_name, defaults, preset, saved, args)
+    cfg = _compose(task_name, defaults, preset, saved, args, algo)
     run_config = resumed_run_config_file(task_name, cfg)
     if run_config is not None:
         # A resume continues the experiment the run was: its own config is the base, and what
         # the command line gives changes it. Starting from the task's defaults instead quietly
         # changed the rewards of a run resumed without its --config.
-        run = _run_config(defaults, run_config, task_name)
-        cfg = _compose(task_name, run, preset, saved, args)
+        run = _run_config(task, given_algo, run_config, task_name)
+        cfg = _compose(task_name, run, preset, saved, args, algo)
         _check_same_teacher(run.distillation.teacher, cfg.distillation.teacher)
     return task, cfg
 
@@ -78,13 +86,19 @@ def _check_same_teacher(trained_with: str, given: str) -> None:
         )
 
 
-def _compose(task_name: str, base: TrainConfig, preset: str | None, saved: dict | None, args: list[str]) -> TrainConfig:
+def _compose(
+    task_name: str, base: TrainConfig, preset: str | None, saved: dict | None, args: list[str], algo: str | None
+) -> TrainConfig:
+    import dataclasses
+
     from mjrl.config import apply_dict
     from mjrl.runner.config import TrainConfig
 
     cfg = base if preset is None else apply_dict(base, load_preset(preset))
     cfg = cfg if saved is None else apply_dict(cfg, saved)
-    return parse_flags(TrainConfig[type(base.env)], cfg, args, f"train {task_name}", f"Train {task_name} with PPO.")
+    cfg = cfg if algo is None else dataclasses.replace(cfg, algo=algo)
+    cls = TrainConfig[type(base.env), type(base.algorithm)]
+    return parse_flags(cls, cfg, args, f"train {task_name}", f"Train {task_name}.")
 
 
 def _same_path(given: str, recorded: str) -> bool:
@@ -96,13 +110,15 @@ def _same_path(given: str, recorded: str) -> bool:
     return resolved[len(resolved) - len(parts) :] == parts or resolved == Path(recorded).resolve().parts
 
 
-def _run_config(defaults: TrainConfig, path: Path, task_name: str) -> TrainConfig:
-    """`defaults` changed by what the run being resumed trained and wrote as (`RESUMED`; a run of
-    another task is left for the resume's own check to refuse, by name)."""
+def _run_config(task: Task, algo: str | None, path: Path, task_name: str) -> TrainConfig:
+    """The task's defaults for the run's algorithm (`algo` when given, else the run's own),
+    changed by what the run being resumed trained and wrote as (`RESUMED`; a run of another task
+    is left for the resume's own check to refuse, by name)."""
     from mjrl.config import apply_dict
-    from mjrl.runner.config import RESUMED
+    from mjrl.runner.config import RESUMED, TrainConfig
 
     run = read_yaml(path, "the resumed run's config")
+    defaults = TrainConfig.for_task(task, algo or run.get("algo", "auto"))
     if run.get("task", task_name) != task_name:
         return defaults
     try:

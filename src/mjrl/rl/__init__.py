@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mjrl.rl.algorithm import Algorithm, EnvInfo, Observations
 from mjrl.rl.config import (
@@ -17,6 +17,14 @@ from mjrl.rl.config import (
     SymmetryConfig,
 )
 from mjrl.rl.networks import ActorCritic, build_actor_critic
+from mjrl.rl.registry import (
+    AlgorithmSpec,
+    TaskFacts,
+    algorithm_names,
+    algorithm_spec,
+    chosen_spec,
+    register_algorithm,
+)
 
 if TYPE_CHECKING:
     from mjrl.distributed import DistContext
@@ -26,6 +34,7 @@ __all__ = [
     "AgentConfig",
     "AgentSections",
     "Algorithm",
+    "AlgorithmSpec",
     "DistillationConfig",
     "EnvInfo",
     "Observations",
@@ -33,9 +42,14 @@ __all__ = [
     "PpoConfig",
     "RunnerConfig",
     "SymmetryConfig",
+    "TaskFacts",
+    "algorithm_names",
+    "algorithm_spec",
     "build_actor_critic",
     "check_agent_config",
+    "chosen_spec",
     "make_algorithm",
+    "register_algorithm",
 ]
 
 
@@ -43,7 +57,7 @@ class AgentSections(Protocol):
     """The sections of a run's config that choose and build its algorithm (`TrainConfig` and
     `AgentConfig` have them)."""
 
-    algorithm: PpoConfig
+    algorithm: Any
     policy: PolicyConfig
     distillation: DistillationConfig
 
@@ -51,50 +65,91 @@ class AgentSections(Protocol):
 def check_agent_config(
     cfg: AgentSections, task_name: str, observation_groups: set[str], symmetry_problem: Callable[[], str | None]
 ) -> None:
-    """Refuse, before anything is built or written, what the task cannot train with: symmetry
-    the task cannot do (`symmetry_problem()` says why, or None), distillation without a
-    "teacher" observation group or a teacher checkpoint, or with symmetry."""
+    """Refuse, before anything is built or written, what the task cannot train with: an unknown
+    algorithm, a teacher named for an algorithm that does not distil, and what the chosen
+    algorithm's own check refuses (PPO: symmetry the task cannot do; distillation: a task
+    without a "teacher" observation group, no teacher checkpoint, symmetry)."""
     from mjrl.errors import UsageError
 
-    if cfg.distillation.teacher:
-        from mjrl.rl.distillation import TEACHER_GROUP
-
-        if TEACHER_GROUP not in observation_groups:
-            raise UsageError(
-                f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group, which {task_name} "
-                "lacks; distil into a student task (e.g. Mjrl-Velocity-Flat-Quadruped-Student)"
-            )
-        if cfg.algorithm.symmetry.enabled:
-            raise UsageError("--algorithm.symmetry is PPO's: drop it, or drop --distillation.teacher")
-        teacher = Path(cfg.distillation.teacher)
-        if not teacher.is_file() and not any(teacher.glob("checkpoints/model_*.pt")):
-            raise UsageError(f"--distillation.teacher {teacher}: no checkpoint file or run directory with checkpoints")
-    elif cfg.algorithm.symmetry.enabled and (problem := symmetry_problem()) is not None:
-        raise UsageError(f"--algorithm.symmetry needs a task that mirrors left and right; {task_name}: {problem}")
+    spec = chosen_spec(cfg)
+    if cfg.distillation.teacher and spec.name != "distillation":
+        raise UsageError(f"--distillation.teacher names a teacher, but --algo {spec.name} does not distil: drop one")
+    if spec.check is not None:
+        spec.check(cfg, TaskFacts(task_name, observation_groups, symmetry_problem))
 
 
 def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext, seed: int) -> Algorithm:
-    """The algorithm a run trains with on `env`, for rollouts of `num_steps` steps: PPO, or
-    distillation when `cfg.distillation` names a teacher. Its initial weights and its generator
-    come from `seed` alone, whatever else has drawn from torch's global generator."""
+    """The algorithm a run trains with on `env` (`--algo`: PPO, or distillation when
+    `cfg.distillation` names a teacher), for rollouts of `num_steps` steps. Its initial weights
+    and its generator come from `seed` alone, whatever else has drawn from torch's global
+    generator."""
     import torch
 
     with torch.random.fork_rng(devices=[]):  # torch's layers initialise from the global generator
         torch.manual_seed(seed)
         policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
-    algorithm: Algorithm
-    if cfg.distillation.teacher:
-        from mjrl.rl.distillation import Distillation, load_teacher
-
-        teacher = load_teacher(cfg.distillation, env, ctx.device)
-        algorithm = Distillation(policy, teacher, cfg.distillation, ctx, env.num_envs, num_steps)
-    else:
-        from mjrl.rl.ppo import PPO
-
-        if cfg.algorithm.symmetry.enabled and env.mirrors is None:
-            from mjrl.errors import UsageError
-
-            raise UsageError(f"--algorithm.symmetry: the task's mirrors do not hold: {env.mirror_problem}")
-        algorithm = PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, env.mirrors)
+    algorithm = chosen_spec(cfg).build(cfg, policy, env, num_steps, ctx)
     algorithm.generator.manual_seed(seed)
     return algorithm
+
+
+# ------------------------------------------------------------------- mjrl's own algorithms
+
+
+def _check_ppo(cfg: AgentSections, task: TaskFacts) -> None:
+    from mjrl.errors import UsageError
+
+    if cfg.algorithm.symmetry.enabled and (problem := task.symmetry_problem()) is not None:
+        raise UsageError(f"--algorithm.symmetry needs a task that mirrors left and right; {task.name}: {problem}")
+
+
+def _build_ppo(cfg: AgentSections, policy: ActorCritic, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
+    from mjrl.rl.ppo import PPO
+
+    if cfg.algorithm.symmetry.enabled and env.mirrors is None:
+        from mjrl.errors import UsageError
+
+        raise UsageError(f"--algorithm.symmetry: the task's mirrors do not hold: {env.mirror_problem}")
+    return PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, env.mirrors)
+
+
+def _check_distillation(cfg: AgentSections, task: TaskFacts) -> None:
+    from mjrl.errors import UsageError
+    from mjrl.rl.distillation import TEACHER_GROUP
+
+    if TEACHER_GROUP not in task.observation_groups:
+        raise UsageError(
+            f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group, which {task.name} "
+            "lacks; distil into a student task (e.g. Mjrl-Velocity-Flat-Quadruped-Student)"
+        )
+    if cfg.algorithm.symmetry.enabled:
+        raise UsageError("--algorithm.symmetry is PPO's: drop it, or drop --distillation.teacher")
+    teacher = Path(cfg.distillation.teacher)
+    if not cfg.distillation.teacher:
+        raise UsageError("--algo distillation needs a teacher: --distillation.teacher RUN_DIR or checkpoint")
+    if not teacher.is_file() and not any(teacher.glob("checkpoints/model_*.pt")):
+        raise UsageError(f"--distillation.teacher {teacher}: no checkpoint file or run directory with checkpoints")
+
+
+def _build_distillation(
+    cfg: AgentSections, policy: ActorCritic, env: EnvInfo, num_steps: int, ctx: DistContext
+) -> Algorithm:
+    from mjrl.rl.distillation import Distillation, load_teacher
+
+    teacher = load_teacher(cfg.distillation, env, ctx.device)
+    return Distillation(policy, teacher, cfg.distillation, ctx, env.num_envs, num_steps)
+
+
+register_algorithm(
+    AlgorithmSpec("ppo", PpoConfig, _build_ppo, "PPO (rsl_rl's), settings --algorithm.*", check=_check_ppo)
+)
+register_algorithm(
+    AlgorithmSpec(
+        "distillation",
+        DistillationConfig,
+        _build_distillation,
+        "teacher-student distillation (DAgger), settings --distillation.*",
+        section="distillation",
+        check=_check_distillation,
+    )
+)

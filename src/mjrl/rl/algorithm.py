@@ -13,7 +13,8 @@ An algorithm owns everything it learns with: its networks, optimizer and rollout
 bootstraps time-outs, and its random generator (action noise, minibatch order), which the
 runner seeds per rank and checkpoints. It owns the collectives of its update too (it is given
 the `DistContext`); the runner pools only the sums `update` returns, with its other metrics, in
-the iteration's one gather. PPO (`mjrl.rl.ppo`) is the first implementation.
+the iteration's one gather. PPO (`mjrl.rl.ppo`) is the first implementation; algorithms are
+chosen by name from a registry (`mjrl.rl.registry`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class EnvInfo(Protocol):
 class Algorithm(Protocol):
     generator: torch.Generator
     """The algorithm's own random stream. The runner seeds it per rank and checkpoints it (under
-    `rng.ppo`, the key of checkpoints written before the interface existed)."""
+    `rng.algorithm`)."""
 
     def act(self, obs: Observations) -> torch.Tensor:
         """Actions for the envs' current observations (raw, as the env returns them); the
@@ -84,9 +85,9 @@ class Algorithm(Protocol):
         ...
 
     def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
-        """Once, before the first iteration of a fresh run, with up to `steps` env steps:
-        `step(actions)` steps the envs and returns their observations. Returns the steps taken.
-        PPO starts its observation normalisers here."""
+        """Once, before the first iteration of a fresh run, with up to `steps` env steps (one
+        rollout's): `step(actions)` steps the envs and returns their observations. Returns the
+        steps taken. PPO starts its observation normalisers here."""
         ...
 
     def inference_policy(self) -> ActorCritic:

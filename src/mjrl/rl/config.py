@@ -183,6 +183,10 @@ class DistillationConfig:
     """Minibatches per pass."""
     max_grad_norm: float = 1.0
     """Clip of the gradient norm."""
+    warm_up_normalizers: bool = True
+    """Start the student's observation normaliser from one rollout of the untrained student
+    (as `PpoConfig.warm_up_normalizers`; before it had a setting of its own, distillation
+    followed PPO's, which the student task turns on)."""
 
     bounds: ClassVar[dict] = {
         "learning_rate": "> 0",

@@ -117,6 +117,7 @@ class Distillation:
     def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
         """The student's normaliser from one rollout (see `warm_up_normalizers`)."""
         normalizers = {"actor": self.policy.actor_normalizer} if self.policy.actor_normalizer is not None else {}
+        steps = steps if self.cfg.warm_up_normalizers else 0
         return warm_up_normalizers(normalizers, obs, step, self.act, steps, self.ctx)
 
     # ---------------------------------------------------------------------------- update

@@ -216,8 +216,8 @@ class PPO:
     @torch.no_grad()
     def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
         """Start the observation normalisers from one rollout of the untrained policy (every
-        rank's), not from the first observations alone; returns the env steps it took. With
-        `steps` 0 it merges the first observations only (`PpoConfig.warm_up_normalizers` off).
+        rank's) of up to `steps` steps, not from the first observations alone; returns the env
+        steps it took. Without `PpoConfig.warm_up_normalizers` it merges the first observations only.
 
         At a reset every robot is near its home pose, so statistics of the first observations
         are far too narrow (the quadruped's joint velocities: std 1.4 there against 5.9 under the
@@ -228,6 +228,7 @@ class PPO:
         and a tiny one would blow up the first rollout's deviations."""
         normalizers = {"actor": self.policy.actor_normalizer, "critic": self.policy.critic_normalizer}
         normalizers = {group: n for group, n in normalizers.items() if n is not None}
+        steps = steps if self.cfg.warm_up_normalizers else 0
         return warm_up_normalizers(normalizers, obs, step, self.act, steps, self.ctx)
 
     # ---------------------------------------------------------------------------- update

@@ -13,20 +13,27 @@ from mjrl.distributed.options import LaunchOptions
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
 from mjrl.rl.config import AgentConfig, DistillationConfig, PolicyConfig, PpoConfig, RunnerConfig
+from mjrl.rl.registry import chosen_spec
 
 EnvT = TypeVar("EnvT", bound=EnvConfig)
+AlgorithmT = TypeVar("AlgorithmT")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig(Generic[EnvT]):
-    """Train a policy with PPO on MuJoCo-Warp worlds."""
+class TrainConfig(Generic[EnvT, AlgorithmT]):
+    """Train a policy on MuJoCo-Warp worlds."""
 
     env: EnvT
     """Task and simulation settings."""
     runner: RunnerConfig = RunnerConfig()
     """The training loop: rollout length, iterations, checkpoints, evaluation."""
-    algorithm: PpoConfig = PpoConfig()
-    """PPO's update, its learning-rate schedule and how ranks stay in step."""
+    algo: str = "auto"
+    """The learning algorithm, by registered name (`train --help` lists them): ppo, whose settings
+    are --algorithm.*; distillation, whose settings are --distillation.*; or one a plugin
+    registers, whose settings become --algorithm.*. auto: distillation when
+    --distillation.teacher names a teacher, else ppo."""
+    algorithm: AlgorithmT = PpoConfig()
+    """The algorithm's settings (PPO's: its update, learning-rate schedule and how ranks stay in step)."""
     policy: PolicyConfig = PolicyConfig()
     """The actor-critic: its networks, action noise and observation normalisation."""
     distillation: DistillationConfig = DistillationConfig()
@@ -102,13 +109,22 @@ class TrainConfig(Generic[EnvT]):
     held them before they were nested."""
 
     @classmethod
-    def for_task(cls, task: Any) -> TrainConfig:
-        """A task's defaults: its env config and its agent's three sections."""
+    def for_task(cls, task: Any, algo: str = "auto") -> TrainConfig:
+        """A task's defaults for `algo`: its env config and its agent's sections (an algorithm the
+        task has no settings for starts from its config class's defaults)."""
+        from mjrl.rl.registry import algorithm_spec, chosen_name
+
         agent: AgentConfig = task.agent_cfg
-        return cls[type(task.env_cfg)](
+        spec = algorithm_spec(chosen_name(algo, agent.distillation.teacher))
+        if spec.section != "algorithm" or isinstance(agent.algorithm, spec.config):
+            algorithm = agent.algorithm  # the task's own (PPO's; distillation keeps them beside its own)
+        else:
+            algorithm = spec.config()
+        return cls[type(task.env_cfg), type(algorithm)](
             env=task.env_cfg,
             runner=agent.runner,
-            algorithm=agent.algorithm,
+            algo=algo,
+            algorithm=algorithm,
             policy=agent.policy,
             distillation=agent.distillation,
         )
@@ -123,7 +139,7 @@ NOT_REPRODUCED = ("log_root", "resume", "resume_dir", "rdzv_id", "fault")
 
 # What a job trains, which every rank must be given alike (as opposed to where and how each
 # process runs it: device, threads, launch and rendezvous options, which differ per node).
-TRAINED = ("env", "runner", "algorithm", "policy", "distillation", "seed")
+TRAINED = ("env", "runner", "algo", "algorithm", "policy", "distillation", "seed")
 # What a resume takes from the run's saved config: what it trains and what it writes. Not how
 # it ran (device, threads, launcher or torchrun, ranks, rendezvous, timeouts): the resumed run
 # may be on another machine, and the command line says how to run it there.
@@ -141,23 +157,21 @@ def experiment_config(task_name: str, given: TrainConfig) -> dict[str, Any]:
 def validate(cfg: TrainConfig) -> None:
     """Reject configs that cannot run, with a message saying which flag to change."""
     check_numbers(cfg)
-    env, runner, algorithm = cfg.env, cfg.runner, cfg.algorithm
+    env, runner = cfg.env, cfg.runner
     if cfg.distributed and cfg.launch.nproc_per_node:
         raise UsageError(
             "--distributed True is for workers started by torchrun and --nproc-per-node starts mjrl's own "
             "launcher: give one of them"
         )
     batch = env.num_envs * runner.num_steps_per_env
-    if batch % algorithm.num_mini_batches:
+    spec = chosen_spec(cfg)
+    settings = spec.settings(cfg)
+    minibatches = getattr(settings, "num_mini_batches", 1)  # an algorithm that splits its rollout
+    if batch % minibatches:
         raise UsageError(
-            f"--algorithm.num-mini-batches {algorithm.num_mini_batches} does not divide the batch of "
+            f"--{spec.section}.num-mini-batches {minibatches} does not divide the batch of "
             f"{batch} samples (--env.num-envs {env.num_envs} x --runner.num-steps-per-env "
             f"{runner.num_steps_per_env}); pick a divisor of {batch}"
-        )
-    if cfg.distillation.teacher and batch % cfg.distillation.num_mini_batches:
-        raise UsageError(
-            f"--distillation.num-mini-batches {cfg.distillation.num_mini_batches} does not divide the batch of "
-            f"{batch} samples; pick a divisor of {batch}"
         )
     if cfg.logger == "wandb" and importlib.util.find_spec("wandb") is None:
         # A dependency, yet missing where mjrl was installed without its dependencies (the

@@ -369,13 +369,13 @@ def train(
 
 
 def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:
-    """The algorithm's warm-up before a fresh run's first iteration (PPO's normalisers: one
-    rollout with `warm_up_normalizers`, else the first observations); returns the env steps it
-    took on every rank."""
+    """The algorithm's warm-up before a fresh run's first iteration, offered one rollout's
+    steps (PPO's normalisers: one rollout with `warm_up_normalizers`, else the first
+    observations); returns the env steps it took on every rank."""
 
     def step(actions: torch.Tensor) -> dict[str, torch.Tensor]:
         return env.step(actions)[0]
 
-    steps = algorithm.warm_up(env.obs, step, cfg.runner.num_steps_per_env if cfg.algorithm.warm_up_normalizers else 0)
+    steps = algorithm.warm_up(env.obs, step, cfg.runner.num_steps_per_env)
     env.pop_term_stats()  # the warm-up's reward terms are not iteration 0's
     return steps * env.num_envs * ctx.world_size

@@ -47,9 +47,9 @@ class RngStates:
     """`torch.get_rng_state()`."""
     env: dict[str, Any]
     """The env's generator (`generator_state`)."""
-    ppo: dict[str, Any]
-    """The algorithm's generator (`generator_state`); the key is that of the checkpoints
-    written when PPO was the only algorithm."""
+    algorithm: dict[str, Any]
+    """The algorithm's generator (`generator_state`); checkpoints written before algorithms were
+    registered keep it under "ppo", which is read too."""
     cuda: torch.Tensor | None = None
     """`torch.cuda.get_rng_state(device)` on a GPU, else None."""
 
@@ -61,17 +61,17 @@ class RngStates:
     def restore(self, env: VecEnv, algorithm: Algorithm) -> None:
         torch.set_rng_state(self.torch)
         set_generator_state(env.generator, self.env)
-        set_generator_state(algorithm.generator, self.ppo)
+        set_generator_state(algorithm.generator, self.algorithm)
         if self.cuda is not None and env.device.type == "cuda":
             torch.cuda.set_rng_state(self.cuda, env.device)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"torch": self.torch, "env": self.env, "ppo": self.ppo}
+        out = {"torch": self.torch, "env": self.env, "algorithm": self.algorithm}
         return out if self.cuda is None else {**out, "cuda": self.cuda}
 
     @classmethod
     def from_dict(cls, saved: dict[str, Any]) -> RngStates:
-        return cls(saved["torch"], saved["env"], saved["ppo"], saved.get("cuda"))
+        return cls(saved["torch"], saved["env"], saved.get("algorithm", saved.get("ppo")), saved.get("cuda"))
 
 
 def checkpoint_contents(
