@@ -168,12 +168,14 @@ def console_line(m: dict[str, Any], max_iterations: int, eta_s: float) -> str:
     # left it while the policy is near the one that collected the rollout, falling as the KL
     # builds up over the epochs: the rate the update ended on is usually its lowest, so the
     # mean rate it used is the one shown (and the mean KL that steered it, where there is one).
-    lr = m.get("mean_learning_rate", m["learning_rate"])
+    # An algorithm that logs neither (a registered one of a user's) shows neither.
+    lr = m.get("mean_learning_rate", m.get("learning_rate"))
+    lr_s = f" | lr {lr:.1e}" if lr is not None else ""
     kl = f" kl {m['mean_kl']:.4f}" if "mean_kl" in m else ""
     return (
         f"it {m['iteration'] + 1:>{width}}/{max_iterations} | return {ret_s} | len {len_s} | "
         f"{m['steps_per_second']:8,.0f} steps/s | coll {m['collection_s']:.2f}s learn {m['learning_s']:.2f}s"
-        f" | lr {lr:.1e}{kl} | ETA {_duration(eta_s)}"
+        f"{lr_s}{kl} | ETA {_duration(eta_s)}"
     )
 
 
