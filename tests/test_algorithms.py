@@ -10,7 +10,7 @@ from pathlib import Path
 
 import replay_learner  # registers --algo replay-test
 import torch
-from conftest import TWO_RANK_RUN, last_json, read_jsonl, run_main
+from conftest import TWO_RANK_RUN, last_json, read_jsonl, run_cli, run_main
 
 from mjrl.checkpoint import load_checkpoint
 from mjrl.runner.config import TrainConfig
@@ -73,3 +73,19 @@ def test_an_unknown_algorithm_and_another_algorithms_flag_are_one_line(tmp_path)
     ppo_flag = run_main("train", BALANCE, *FLAGS, "--algorithm.clip-param", "0.1", "--log-root", str(tmp_path))
     assert ppo_flag.returncode == 2 and "Traceback" not in ppo_flag.stderr
     assert not any(tmp_path.iterdir())  # nothing half-made
+
+
+def test_a_plugin_module_registers_its_algorithm_for_train_and_for_the_resume(tmp_path):
+    """`train --plugins MODULE` imports it before the algorithm is looked up (a fresh process,
+    as a user runs it); the run's config records it, so a resume imports it again unasked."""
+    tests_dir = str(Path(replay_learner.__file__).parent)
+    env = {"PYTHONPATH": tests_dir}
+    first = run_cli("train", BALANCE, "--device", "cpu", "--plugins", "replay_learner", *FLAGS,
+                    "--runner.max-iterations", "1", "--log-root", str(tmp_path), env=env)  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    run_dir = Path(last_json(first.stdout)["run_dir"])
+    again = run_cli("train", BALANCE, "--resume-dir", str(run_dir), "--runner.max-iterations", "2", env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1]
+    missing = run_cli("train", BALANCE, "--plugins", "no_such_plugin", "--log-root", str(tmp_path / "x"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no_such_plugin" in missing.stderr

@@ -294,6 +294,7 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
         "runner",
         "algo",
         "algorithm",
+        "plugins",
         "policy",
         "distillation",
     }

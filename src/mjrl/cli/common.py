@@ -82,8 +82,10 @@ def pop_option(args: list[str], name: str) -> str | None:
 def pop_task(args: list[str], usage: str) -> Any:
     """The task named by `args[0]` (popped from args); None after printing `usage` and the task
     list when there is no task or the first argument asks for help."""
+    from mjrl.plugins import import_plugins, pop_plugins
     from mjrl.tasks import describe_tasks, load_task
 
+    import_plugins(pop_plugins(args))  # a task a plugin registers (`--plugins MODULE ...`)
     if not args or args[0] in ("-h", "--help"):
         print(f"{usage}\n\ntasks:\n{describe_tasks()}")
         return None

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 from mjrl.cli.common import load_preset, parse_flags, pop_option, preset_names, read_yaml, run_command
 from mjrl.cli.flags import rename_known_flags
 from mjrl.errors import UsageError
+from mjrl.plugins import import_plugins, pop_plugins
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
     from mjrl.runner.config import TrainConfig
 
-USAGE = """usage: train TASK [--algo NAME] [--preset NAME] [--config FILE] [flags]
+USAGE = """usage: train TASK [--algo NAME] [--plugins MODULE ...] [--preset NAME] [--config FILE] [flags]
 
 Train a policy on MuJoCo-Warp worlds (PPO unless --algo says otherwise). `train TASK --help`
 lists every flag.
@@ -26,6 +27,7 @@ algorithms (--algo):
 {algorithms}
 
 presets (configs/): {presets}
+--plugins MODULE ... imports modules that register tasks, algorithms or terrain types.
 --config FILE feeds a run's own config.yaml back in, to reproduce that run.
 --resume True / --resume-dir RUN continue a run as it last trained; flags change it.
 """
@@ -38,6 +40,8 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     from mjrl.tasks import describe_tasks, load_task
 
     args = list(argv)
+    plugins = pop_plugins(args)
+    import_plugins(plugins)
     if not args or args[0] in ("-h", "--help"):
         print(USAGE.format(tasks=describe_tasks(), algorithms=describe_algorithms(), presets=", ".join(preset_names())))
         raise SystemExit(0 if args else 2)
@@ -46,6 +50,9 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     # The algorithm types the --algorithm.* section, so it is known before the flags are parsed.
     algo = pop_option(args, "--algo")
     saved = read_yaml(Path(config_file), "config file") if config_file else None
+    if saved is not None:
+        plugins = (*dict.fromkeys((*saved.get("plugins", ()), *plugins)),)
+        import_plugins(plugins)
     if args and not args[0].startswith("-"):
         task_name = args.pop(0)
     elif saved is not None and "task" in saved:
@@ -63,14 +70,14 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     given_algo = algo or (saved or {}).get("algo") or (load_preset(preset).get("algo") if preset else None)
     defaults = TrainConfig.for_task(task, given_algo or "auto")
     args = rename_known_flags(args, defaults)  # once, though the flags may be parsed twice
-    cfg = _compose(task_name, defaults, preset, saved, args, algo)
+    cfg = _compose(task_name, defaults, preset, saved, args, algo, plugins)
     run_config = resumed_run_config_file(task_name, cfg)
     if run_config is not None:
         # A resume continues the experiment the run was: its own config is the base, and what
         # the command line gives changes it. Starting from the task's defaults instead quietly
         # changed the rewards of a run resumed without its --config.
         run = _run_config(task, given_algo, run_config, task_name)
-        cfg = _compose(task_name, run, preset, saved, args, algo)
+        cfg = _compose(task_name, run, preset, saved, args, algo, (*dict.fromkeys((*run.plugins, *plugins)),))
         _check_same_teacher(run.distillation.teacher, cfg.distillation.teacher)
     return task, cfg
 
@@ -87,7 +94,13 @@ def _check_same_teacher(trained_with: str, given: str) -> None:
 
 
 def _compose(
-    task_name: str, base: TrainConfig, preset: str | None, saved: dict | None, args: list[str], algo: str | None
+    task_name: str,
+    base: TrainConfig,
+    preset: str | None,
+    saved: dict | None,
+    args: list[str],
+    algo: str | None,
+    plugins: tuple[str, ...],
 ) -> TrainConfig:
     import dataclasses
 
@@ -97,6 +110,7 @@ def _compose(
     cfg = base if preset is None else apply_dict(base, load_preset(preset))
     cfg = cfg if saved is None else apply_dict(cfg, saved)
     cfg = cfg if algo is None else dataclasses.replace(cfg, algo=algo)
+    cfg = dataclasses.replace(cfg, plugins=plugins) if plugins else cfg
     cls = TrainConfig[type(base.env), type(base.algorithm)]
     return parse_flags(cls, cfg, args, f"train {task_name}", f"Train {task_name}.")
 
@@ -118,6 +132,7 @@ def _run_config(task: Task, algo: str | None, path: Path, task_name: str) -> Tra
     from mjrl.runner.config import RESUMED, TrainConfig
 
     run = read_yaml(path, "the resumed run's config")
+    import_plugins(run.get("plugins", ()))  # what the run registered its algorithm or terrain with
     defaults = TrainConfig.for_task(task, algo or run.get("algo", "auto"))
     if run.get("task", task_name) != task_name:
         return defaults

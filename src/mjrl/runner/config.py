@@ -34,6 +34,9 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     --distillation.teacher names a teacher, else ppo."""
     algorithm: AlgorithmT = PpoConfig()
     """The algorithm's settings (PPO's: its update, learning-rate schedule and how ranks stay in step)."""
+    plugins: tuple[str, ...] = ()
+    """Python modules (on the Python path) imported before the task and the algorithm are looked
+    up, in every process of the run: they register tasks, algorithms and terrain types."""
     policy: PolicyConfig = PolicyConfig()
     """The actor-critic: its networks, action noise and observation normalisation."""
     distillation: DistillationConfig = DistillationConfig()
@@ -139,7 +142,7 @@ NOT_REPRODUCED = ("log_root", "resume", "resume_dir", "rdzv_id", "fault")
 
 # What a job trains, which every rank must be given alike (as opposed to where and how each
 # process runs it: device, threads, launch and rendezvous options, which differ per node).
-TRAINED = ("env", "runner", "algo", "algorithm", "policy", "distillation", "seed")
+TRAINED = ("env", "runner", "algo", "algorithm", "plugins", "policy", "distillation", "seed")
 # What a resume takes from the run's saved config: what it trains and what it writes. Not how
 # it ran (device, threads, launcher or torchrun, ranks, rendezvous, timeouts): the resumed run
 # may be on another machine, and the command line says how to run it there.

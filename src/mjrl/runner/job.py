@@ -69,8 +69,13 @@ def launched_worker(load_task: TaskLoader, task_name: str, cfg: TrainConfig, giv
     """Entry point of the built-in launcher's workers (module level, for the spawn start
     method). Bad input ends the worker with exit code 2 and one line, as in the CLI."""
     from mjrl.distributed.worker import exit_as_a_command
+    from mjrl.plugins import import_plugins
 
-    return exit_as_a_command("train", lambda: rank_worker(load_task(task_name), cfg, given))
+    def work() -> dict[str, Any]:
+        import_plugins(cfg.plugins)  # a spawned process: what the run's plugins register, registered again
+        return rank_worker(load_task(task_name), cfg, given)
+
+    return exit_as_a_command("train", work)
 
 
 def _launch(task_name: str, cfg: TrainConfig, load_task: TaskLoader) -> int:

@@ -1,0 +1,45 @@
+"""Plugins: Python modules a command imports before it looks up its task or algorithm, so that
+what they register (`mjrl.tasks.register_task`, `mjrl.rl.register_algorithm`,
+`mjrl.sim.register_terrain_type`) exists. `train TASK --plugins my_robots my_algos ...`; the
+run's config records them, so every rank, a resume and the launcher's workers import them too.
+A plugin is a module on the Python path (installed, or found through PYTHONPATH), imported by
+name: the workers the launcher spawns find it the same way."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+from mjrl.errors import UsageError
+
+FLAG = "--plugins"
+
+
+def pop_plugins(args: list[str]) -> tuple[str, ...]:
+    """Remove `--plugins A B ...` (the values up to the next flag) or `--plugins=A,B` from args."""
+    for i, arg in enumerate(args):
+        if arg.startswith(FLAG + "="):
+            del args[i]
+            return tuple(name for name in arg.split("=", 1)[1].split(",") if name)
+        if arg == FLAG:
+            end = next((j for j in range(i + 1, len(args)) if args[j].startswith("-")), len(args))
+            names = tuple(args[i + 1 : end])
+            if not names:
+                raise UsageError(f"{FLAG} needs module names: {FLAG} MODULE [MODULE ...]")
+            del args[i:end]
+            return names
+    return ()
+
+
+def import_plugins(names: Iterable[str]) -> None:
+    """Import each module (once); a module that is not there is a usage error, one that fails
+    inside keeps its traceback (it is the plugin's own error)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+                raise UsageError(
+                    f"{FLAG} {name}: no such module on the Python path; install it or add its folder to PYTHONPATH"
+                ) from None
+            raise
