@@ -65,7 +65,7 @@ def test_terminations_come_before_rewards():
     ("changes", "message"),
     [
         ({"foot_geoms": ("LF_foot_geom", "LF_paw")}, "foot_geoms names no geom 'LF_paw'"),
-        ({"base_body": "LF_hip"}, "base_body 'LF_hip' has no free joint"),
+        ({"base_body": "LF_hip"}, "base_body 'LF_hip' moves without a free joint"),
         ({"joints": ("RF_HAA", "LF_HAA")}, "joints must list the actuated joints in actuator order"),
         ({"home_keyframe": "home"}, "home_keyframe names no keyframe 'home'"),
     ],

@@ -76,7 +76,7 @@ class VecEnv:
         self.terminated = torch.zeros(n, dtype=torch.bool, device=device)
         """Which envs the termination terms end at this step (time-outs excluded): rewards,
         computed after the terminations, may read it."""
-        self._ground = self.robot.ground_geom if self.robot is not None else None
+        self._ground = self.robot.terrain_geom if self.robot is not None else None
         self.contacts = self.sim.geom_contacts(self._ground) if task.contacts else torch.zeros(0)
         """(num_envs, ngeom) bool: which geoms touch the ground (anything, without a robot)."""
         self.commands = {name: torch.zeros(n, term.dim, device=device) for name, term in task.commands.items()}

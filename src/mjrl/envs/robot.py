@@ -61,14 +61,17 @@ def _own_robot(name: str) -> Path | None:
 
 @dataclasses.dataclass(frozen=True)
 class RobotConfig:
-    """A floating-base robot: its MJCF file and the names of the parts the terms read."""
+    """A robot, floating (legged) or fixed to the world (an arm): its MJCF file and the names of
+    the parts the terms read."""
 
     mjcf: str
     """Path of the robot's MJCF, without a floor (the task composes the terrain in). Actuator k
     must drive the k-th joint of `joints`. `mjrl:velocity/go1.xml` names one of mjrl's own
     robots, wherever mjrl is installed (see `robot_file`)."""
     base_body: str = "trunk"
-    """The body of the free joint: its velocity and orientation are the base's."""
+    """The body of the free joint, whose velocity and orientation are the base's; or, for a
+    fixed-base robot, the body fixed to the world that its chain starts from (terms that read a
+    floating base are then refused)."""
     joints: tuple[str, ...] = ()
     """Actuated joints in action order; empty: the joints the actuators drive, in actuator order."""
     home_keyframe: str = "home"
@@ -113,10 +116,10 @@ class Robot:
     base_body: int
     base_mass: float
     """The base body's nominal mass (kg)."""
-    base_qpos: int
-    """qpos address of the free joint: position (3) then quaternion (4)."""
-    base_dof: int
-    """dof address of the free joint: linear velocity (3, world frame) then angular (3, body frame)."""
+    free_qpos: int | None
+    """qpos address of the base's free joint; None: a fixed base (an arm on a table)."""
+    free_dof: int | None
+    """dof address of the base's free joint; None: a fixed base."""
     joint_qpos: Index
     joint_dof: Index
     home_qpos: torch.Tensor
@@ -125,8 +128,8 @@ class Robot:
     """(joints,) the home keyframe's joint positions, in action order."""
     joint_lower: torch.Tensor
     joint_upper: torch.Tensor
-    ground_geom: int
-    """The terrain's geom (composed into the scene)."""
+    terrain_geom: int | None
+    """The terrain's geom (composed into the scene); None: a scene without one."""
     foot_geoms: torch.Tensor
     foot_shape: int
     """The feet's mjtGeom type (all feet have one shape)."""
@@ -144,15 +147,42 @@ class Robot:
     action_scale: torch.Tensor | None = None
     """(joints,) per-joint action scales (`RobotConfig.action_scale_from_torque`); None: the task's."""
 
+    @property
+    def base_qpos(self) -> int:
+        """qpos address of the free joint: position (3) then quaternion (4). A term that reads it
+        on a fixed-base robot is refused in one line, when the env is built."""
+        if self.free_qpos is None:
+            raise UsageError("a term reads the base's position or orientation, and this robot's base is fixed")
+        return self.free_qpos
+
+    @property
+    def base_dof(self) -> int:
+        """dof address of the free joint: linear velocity (3, world frame) then angular (3, body frame)."""
+        if self.free_dof is None:
+            raise UsageError("a term reads the base's velocity, and this robot's base is fixed")
+        return self.free_dof
+
+    @property
+    def ground_geom(self) -> int:
+        """The terrain's geom; a term that reads ground contacts without one is refused."""
+        if self.terrain_geom is None:
+            raise UsageError("a term reads contacts with the ground, and this scene has no terrain")
+        return self.terrain_geom
+
     @classmethod
     def resolve(cls, model: mujoco.MjModel, cfg: RobotConfig, device: torch.device) -> Robot:
         """Look every name up in `model`; a UsageError says which name is wrong and what exists."""
         if welded := [name for name in cfg.joints if name in cfg.locked_joints]:
             raise UsageError(f"robot config: joints lists {', '.join(welded)}, which locked_joints welds; drop it")
         base = _id(model, mujoco.mjtObj.mjOBJ_BODY, cfg.base_body, "base_body")
-        free = model.body_jntadr[base]
-        if free < 0 or int(model.jnt_type[free]) != int(mujoco.mjtJoint.mjJNT_FREE):
-            raise UsageError(f"robot config: base_body {cfg.base_body!r} has no free joint; name the floating base")
+        free = int(model.body_jntadr[base])
+        floating = free >= 0 and int(model.jnt_type[free]) == int(mujoco.mjtJoint.mjJNT_FREE)
+        if not floating and model.body_dofnum[base] > 0:
+            raise UsageError(
+                f"robot config: base_body {cfg.base_body!r} moves without a free joint; name the floating base, "
+                "or a body fixed to the world"
+            )
+        terrain = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, TERRAIN_GEOM)
         joints = [_id(model, mujoco.mjtObj.mjOBJ_JOINT, name, "joints") for name in cfg.joints] or _actuated(model)
         _check_actuators(model, joints)
         home = _id(model, mujoco.mjtObj.mjOBJ_KEY, cfg.home_keyframe, "home_keyframe")
@@ -167,15 +197,15 @@ class Robot:
         return cls(
             base_body=base,
             base_mass=float(model.body_mass[base]),
-            base_qpos=int(model.jnt_qposadr[free]),
-            base_dof=int(model.jnt_dofadr[free]),
+            free_qpos=int(model.jnt_qposadr[free]) if floating else None,
+            free_dof=int(model.jnt_dofadr[free]) if floating else None,
             joint_qpos=_index(qpos_index, device),
             joint_dof=_index([int(model.jnt_dofadr[j]) for j in joints], device),
             home_qpos=home_qpos,
             home_joint_pos=home_qpos[qpos_index],
             joint_lower=torch.tensor(model.jnt_range[joints, 0], dtype=torch.float32, device=device),
             joint_upper=torch.tensor(model.jnt_range[joints, 1], dtype=torch.float32, device=device),
-            ground_geom=_id(model, mujoco.mjtObj.mjOBJ_GEOM, TERRAIN_GEOM, "the scene's terrain"),
+            terrain_geom=terrain if terrain >= 0 else None,
             foot_geoms=torch.tensor(feet, dtype=torch.long, device=device),
             foot_shape=_foot_shape(model, feet),
             foot_sizes=torch.tensor(model.geom_size[feet], dtype=torch.float32, device=device).view(-1, 3),
