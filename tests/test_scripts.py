@@ -54,7 +54,7 @@ def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it
 
 def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(SCRIPTS))
-    from bench_locomotion import HUMANOID, PROFILES
+    from common import HUMANOID, PROFILES
 
     from mjrl.cli.train import parse_train_args
 
