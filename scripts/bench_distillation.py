@@ -57,11 +57,13 @@ CURVES = [
 
 
 def train_student(teacher: Path, log_root: Path, iterations: int) -> Path:
-    runs = sorted((log_root / STUDENT).glob("20*_student"))
     command = train_command(STUDENT, "--device", "cpu", "--preset", "cpu-locomotion")
     command += ["--distillation.teacher", str(teacher), "--runner.max-iterations", str(iterations)]
     command += ["--log-root", str(log_root)]
-    command += ["--resume-dir", str(runs[-1])] if runs else ["--run-name", "student"]
+    try:  # a student cut off earlier is continued
+        command += ["--resume-dir", str(newest_run(log_root, STUDENT, "student"))]
+    except FileNotFoundError:
+        command += ["--run-name", "student"]
     subprocess.run(command, check=True)
     return newest_run(log_root, STUDENT, "student")
 
