@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 # mjrl's console scripts (train, play, mjrl) of the environment this script runs in, whatever PATH says.
 BIN = Path(sys.executable).parent
-# A training of milliseconds per iteration, for what times the launcher rather than the learning.
+# A training of milliseconds per iteration (16 envs x 16 steps, no logger), for the benchmarks that
+# time the launcher or compare runs rather than learn.
 TINY_CPU_RUN = ("--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
                 "--algorithm.num-mini-batches", "2")  # fmt: skip
 
@@ -106,8 +107,9 @@ def rank_pid(run_dir: Path, rank: int) -> int:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    """A run's metrics.jsonl, a dict per iteration. A last line cut short (the run is writing it)
-    is left out, so a running training can be read."""
+    """A run's metrics.jsonl, a dict per iteration; FileNotFoundError before the run has written
+    one. A last line cut short (the run is writing it) is left out, so a running training can be
+    read."""
     lines = [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     rows = [json.loads(line) for line in lines[:-1]]
     with contextlib.suppress(json.JSONDecodeError):
