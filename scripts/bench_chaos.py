@@ -30,36 +30,23 @@ import sys
 import time
 from pathlib import Path
 
-from bench_faults import BIN, TASK, wait_for
+from common import TINY_CPU_RUN, newest_run, play_command, rank_pid, read_metrics, train_command, wait_for
 
-SMALL = ["--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
-         "--algorithm.num-mini-batches", "2"]  # fmt: skip
+TASK = "Mjrl-Cartpole-Balance"
 HANG_TIMEOUT_S = 10
 
 
 def iterations(run_dir: Path) -> list[int]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        with contextlib.suppress(json.JSONDecodeError, KeyError):  # a line being written
-            rows.append(json.loads(line)["iteration"])
-    return rows
-
-
-def rank_pid(run_dir: Path, rank: int) -> int:
-    """The newest process of `rank` (its log gains a line per attempt and per resume)."""
-    text = (run_dir / "ranks" / f"rank_{rank}.log").read_text()
-    return int(re.findall(rf"^rank {rank} pid (\d+) ", text, re.M)[-1])
+    """The iterations in metrics.jsonl, in its order (FileNotFoundError before the run wrote it)."""
+    return [row["iteration"] for row in read_metrics(run_dir)]
 
 
 class Soak:
     def __init__(self, log_root: Path, save_interval: int):
         self.log_root = log_root
-        self.command = [str(BIN / "train"), TASK, *SMALL, "--nproc-per-node", "2", "--max-restarts", "1000",
-                        "--hang-timeout-s", str(HANG_TIMEOUT_S), "--runner.max-iterations", "1000000",
-                        "--runner.save-interval", str(save_interval), "--log-root", str(log_root)]  # fmt: skip
+        self.command = train_command(TASK, *TINY_CPU_RUN, "--nproc-per-node", "2", "--max-restarts", "1000")
+        self.command += ["--hang-timeout-s", str(HANG_TIMEOUT_S), "--runner.max-iterations", "1000000"]
+        self.command += ["--runner.save-interval", str(save_interval), "--log-root", str(log_root)]
         self.job: subprocess.Popen | None = None
         self.run_dir: Path | None = None
         self.records: list[dict] = []
@@ -69,7 +56,7 @@ class Soak:
             command = [*self.command, *(["--resume", "True"] if resume else [])]
             self.job = subprocess.Popen(command, stdout=log, stderr=log)
         if self.run_dir is None:
-            self.run_dir = wait_for(lambda: next((self.log_root / TASK).glob("20*"), None), 300)
+            self.run_dir = wait_for(lambda: newest_run(self.log_root, TASK), 300)
 
     def fault(self, kind: str, rng: random.Random) -> None:
         """Inject one fault and wait until the job trains again; records what it cost."""
@@ -124,14 +111,14 @@ def disk_use(path: Path) -> int:
 def check(run_dir: Path, log_root: Path, save_interval: int) -> dict:
     logged = iterations(run_dir)
     continuous = logged == list(range(len(logged)))
-    play = subprocess.run([str(BIN / "play"), TASK, "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "2"],
+    play = subprocess.run(play_command(TASK, "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "2"),
                           capture_output=True, text=True)  # fmt: skip
     # A fault-free run of as many iterations, for the disk use.
     calm_root = log_root / "fault-free"
-    calm = subprocess.run([str(BIN / "train"), TASK, *SMALL, "--nproc-per-node", "2", "--runner.max-iterations",
-                           str(len(logged)), "--runner.save-interval", str(save_interval), "--log-root",
-                           str(calm_root)], capture_output=True, text=True)  # fmt: skip
-    calm_dir = next((calm_root / TASK).glob("20*"))
+    calm_command = train_command(TASK, *TINY_CPU_RUN, "--nproc-per-node", "2", "--log-root", str(calm_root))
+    calm_command += ["--runner.max-iterations", str(len(logged)), "--runner.save-interval", str(save_interval)]
+    calm = subprocess.run(calm_command, capture_output=True, text=True)
+    calm_dir = newest_run(calm_root, TASK)
     return {
         "iterations": len(logged),
         "continuous": continuous,

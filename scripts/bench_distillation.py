@@ -26,7 +26,17 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 import torch
-from bench_locomotion import BIN, GO1, QUADRUPED_PROFILE, ROOT, metrics_lines, play, replace_section
+from common import (
+    BIN,
+    GO1,
+    QUADRUPED_PROFILE,
+    ROOT,
+    newest_run,
+    play,
+    read_metrics,
+    replace_section,
+    train_command,
+)
 
 from mjrl.tools.export import Sidecar
 from mjrl.tools.plots import plot_runs
@@ -47,13 +57,15 @@ CURVES = [
 
 
 def train_student(teacher: Path, log_root: Path, iterations: int) -> Path:
-    runs = sorted((log_root / STUDENT).glob("20*_student"))
-    command = [str(BIN / "train"), STUDENT, "--device", "cpu", "--preset", "cpu-locomotion"]
+    command = train_command(STUDENT, "--device", "cpu", "--preset", "cpu-locomotion")
     command += ["--distillation.teacher", str(teacher), "--runner.max-iterations", str(iterations)]
     command += ["--log-root", str(log_root)]
-    command += ["--resume-dir", str(runs[-1])] if runs else ["--run-name", "student"]
+    try:  # a student cut off earlier is continued
+        command += ["--resume-dir", str(newest_run(log_root, STUDENT, "student"))]
+    except FileNotFoundError:
+        command += ["--run-name", "student"]
     subprocess.run(command, check=True)
-    return max((log_root / STUDENT).glob("20*_student"))
+    return newest_run(log_root, STUDENT, "student")
 
 
 def exported_inputs(student_run: Path) -> tuple[list[str], int]:
@@ -82,7 +94,7 @@ def report(teacher: Path, student_run: Path, episodes: int) -> tuple[str, bool]:
     checks = [results["student", cmds][figure] <= limit for cmds, figure, limit in TARGETS]
     no_lin_vel = "base_lin_vel" not in terms
     passed = all(checks) and no_lin_vel
-    lines = metrics_lines(student_run)
+    lines = read_metrics(student_run)
     image = plot_runs([student_run], ROOT / "docs/img/distillation_cpu.png", CURVES, x="env_steps")
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")

@@ -13,39 +13,20 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from common import last_json_line, read_metrics, train_command
 
 
 def run(task: str, num_envs: int, iterations: int, ranks: int, sync: str, log_root: str) -> dict:
-    args = [
-        str(BIN / "train"),
-        task,
-        "--device",
-        "cpu",
-        "--logger",
-        "none",
-        "--log-root",
-        log_root,
-        "--env.num-envs",
-        str(num_envs),
-        "--runner.max-iterations",
-        str(iterations),
-        "--algorithm.sync",
-        sync,
-        "--runner.save-interval",
-        "1000000",
-        "--run-name",
-        f"{ranks}r-{sync}",
-    ]
+    command = train_command(task, "--device", "cpu", "--logger", "none", "--log-root", log_root)
+    command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", str(iterations), "--algorithm.sync", sync]
+    command += ["--runner.save-interval", "1000000", "--run-name", f"{ranks}r-{sync}"]
     if ranks > 1:
-        args += ["--nproc-per-node", str(ranks)]
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    run_dir = Path(json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["run_dir"])
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][2:]
+        command += ["--nproc-per-node", str(ranks)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    metrics = read_metrics(Path(last_json_line(out)["run_dir"]))[2:]
     iteration_s = [m["collection_s"] + m["learning_s"] for m in metrics]
     return {
         "ranks": ranks,

@@ -13,65 +13,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from common import TINY_CPU_RUN, newest_run, rank_pid, read_metrics, train_command, wait_for
+
 TASK = "Mjrl-Cartpole-Balance"
-BASE = [
-    "--device",
-    "cpu",
-    "--logger",
-    "none",
-    "--env.num-envs",
-    "16",
-    "--runner.num-steps-per-env",
-    "16",
-    "--algorithm.num-mini-batches",
-    "2",
-    "--runner.max-iterations",
-    "400",
-]
 
 
-def wait_for(condition, timeout: float = 300.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-        except (FileNotFoundError, StopIteration, ValueError):
-            value = None
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError
-
-
-def rank_pid(run_dir: Path, rank: int, attempt: int = 0) -> int:
-    text = (run_dir / "ranks" / f"rank_{rank}.log").read_text()
-    return int(re.search(rf"^rank {rank} pid (\d+) host \S+ attempt {attempt}", text, re.M).group(1))
-
-
-def metrics_lines(run_dir: Path) -> int:
-    return len((run_dir / "metrics.jsonl").read_text().splitlines())
+def iterations_done(run_dir: Path) -> int:
+    return len(read_metrics(run_dir))
 
 
 def start(log_root: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [str(BIN / "train"), TASK, *BASE, "--log-root", str(log_root), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    command = train_command(TASK, *TINY_CPU_RUN, "--runner.max-iterations", "400", "--log-root", str(log_root), *extra)
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def first_run_dir(log_root: Path) -> Path:
-    return wait_for(lambda: next(p for p in (log_root / TASK).glob("20*")))
+    return wait_for(lambda: newest_run(log_root, TASK))
 
 
 def scenario(name: str, log_root: Path) -> float:
@@ -79,7 +43,7 @@ def scenario(name: str, log_root: Path) -> float:
         # The fault is raised inside rank 1; time from its first iteration line.
         job = start(log_root, "--nproc-per-node", "2", "--fault", "raise@1:1")
         run_dir = first_run_dir(log_root)
-        wait_for(lambda: metrics_lines(run_dir) >= 1)
+        wait_for(lambda: iterations_done(run_dir) >= 1)
         t0 = time.monotonic()
         job.wait()
         return time.monotonic() - t0
@@ -107,13 +71,13 @@ def scenario(name: str, log_root: Path) -> float:
         extra = ["--max-restarts", "1", "--runner.save-interval", "1"] if name == "restart" else []
         jobs = [start(log_root, "--nproc-per-node", "2", *extra)]
     run_dir = first_run_dir(log_root)
-    wait_for(lambda: metrics_lines(run_dir) >= 2)
+    wait_for(lambda: iterations_done(run_dir) >= 2)
     pid = rank_pid(run_dir, 1)
     t0 = time.monotonic()
     os.kill(pid, signal.SIGSTOP if name == "stop" else signal.SIGKILL)
     if name == "restart":
-        done = metrics_lines(run_dir)
-        wait_for(lambda: metrics_lines(run_dir) > done + 1)  # an iteration of the new attempt
+        done = iterations_done(run_dir)
+        wait_for(lambda: iterations_done(run_dir) > done + 1)  # an iteration of the new attempt
         elapsed = time.monotonic() - t0
         jobs[0].send_signal(signal.SIGTERM)
         jobs[0].wait()

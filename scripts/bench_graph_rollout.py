@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import torch
-from bench_train import build_runner, train_config
+from common import build_runner, train_config
 
 if TYPE_CHECKING:
     from mjrl.envs import Task

@@ -13,7 +13,7 @@ observations twice, for the trained policy and for zero actions (the robot stand
 pose): forward commands (0.5-1.0 m/s for the quadrupeds, 0.3-0.8 for the humanoid) without lateral
 or yaw command (the humanoid's also without pushes), the task's full command distribution, and
 the zero command without pushes. It checks the robot's targets
-(`PROFILES`), draws the learning curves against env steps and wall time
+(`PROFILES` in `common.py`), draws the learning curves against env steps and wall time
 (`docs/img/locomotion_cpu_*.png`), and writes the figures into `docs/benchmarks.md` between the
 markers of its section.
 
@@ -26,103 +26,37 @@ its MJCF without the `<sensor>` block), which prices the sensor; and the humanoi
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime
 import json
 import math
-import platform
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import torch
 import yaml
+from common import (
+    GO1,
+    HUMANOID,
+    NO_LIMIT,
+    ROOT,
+    cpu_run_line,
+    cpu_training_rate,
+    first_eval_meeting_targets,
+    full_set_targets,
+    newest_run,
+    play,
+    profile,
+    read_metrics,
+    replace_section,
+    scene_build_s,
+    train_command,
+)
 
 from mjrl.tasks import load_task
 from mjrl.tools.plots import plot_runs
 
-GO1 = "Mjrl-Velocity-Flat-Quadruped"
-HUMANOID = "Mjrl-Velocity-Flat-Humanoid"
 WITHOUT_ANGMOM = "humanoid without angular momentum"
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-
-
-NO_LIMIT = math.inf
-
-
-@dataclasses.dataclass(frozen=True)
-class Profile:
-    """How a robot is trained on the CPU and what counts as walking: the issue's definition."""
-
-    preset: str
-    forward: tuple[float, float]
-    """Range of the forward commands (m/s) of the "forward" setting (no lateral or yaw command)."""
-    targets: tuple[tuple[str, str, float, float], ...]
-    """(command setting, figure, lowest and largest allowed value). Settings: "forward", "full"
-    (the task's own command distribution), both with the training's pushes, and "zero" (told to
-    stand, without pushes: how far the robot drifts by itself)."""
-    reported: tuple[str, ...] = ()
-    """Command settings reported beside the targets' without a target of their own: "forward,
-    no pushes" (the forward setting as Isaac Lab's and mjlab's play configs run it)."""
-
-    def settings(self) -> dict[str, list[str]]:
-        """The command settings the targets use and those reported, each with its `play` flags."""
-        low, high = self.forward
-        no_pushes = ["--env.randomization.push-velocity", "0"]
-        flags = {
-            "forward": ["--env.commands.lin-vel-x", str(low), str(high)],
-            "forward, no pushes": ["--env.commands.lin-vel-x", str(low), str(high), *no_pushes],
-            "full": [],
-            "zero": ["--env.commands.lin-vel-x", "0", "0", *no_pushes],
-        }
-        still = ["--env.commands.lin-vel-y", "0", "0", "--env.commands.yaw-rate", "0", "0"]
-        used = {cmds for cmds, *_ in self.targets} | set(self.reported)
-        return {cmds: f + (still if cmds != "full" else []) for cmds, f in flags.items() if cmds in used}
-
-
-QUADRUPED_PROFILE = Profile(
-    "cpu-locomotion",
-    (0.5, 1.0),
-    (
-        ("forward", "mean_lin_vel_error", -NO_LIMIT, 0.20),
-        ("forward", "early_termination_rate", -NO_LIMIT, 0.0),
-        ("full", "mean_lin_vel_error", -NO_LIMIT, 0.30),
-        ("full", "mean_yaw_rate_error", -NO_LIMIT, 0.40),
-        ("full", "early_termination_rate", -NO_LIMIT, 0.05),
-    ),
-)
-PROFILES = {
-    HUMANOID: Profile(
-        "cpu-humanoid",
-        (0.3, 0.8),
-        (
-            ("forward", "mean_lin_vel_error", -NO_LIMIT, 0.15),
-            ("forward", "mean_yaw_rate_error", -NO_LIMIT, 0.20),
-            ("forward", "early_termination_rate", -NO_LIMIT, 0.0),
-            # A real gait: each foot down 35-75 % of the time, swings of at least 0.25 s.
-            *(
-                check
-                for foot in ("left_foot", "right_foot")
-                for check in (
-                    ("forward", f"mean_foot_contact_fraction/{foot}", 0.35, 0.75),
-                    ("forward", f"mean_swing_time/{foot}", 0.25, NO_LIMIT),
-                )
-            ),
-            ("full", "early_termination_rate", -NO_LIMIT, 0.05),
-            # Told to stand: no falls, and the base ends at most 0.2 m from where it began.
-            ("zero", "early_termination_rate", -NO_LIMIT, 0.0),
-            ("zero", "mean_displacement", -NO_LIMIT, 0.2),
-        ),
-        # The humanoid is pushed every 1-3 s (the quadrupeds every 8-12 s): what that costs
-        # its tracking.
-        reported=("forward, no pushes",),
-    )
-}
 CURVES = [
     "mean_episode_return",
     "eval/mean_lin_vel_error",
@@ -143,23 +77,19 @@ def markers(task: str) -> tuple[str, str]:
     return f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
 
 
-def profile(task: str) -> Profile:
-    return PROFILES.get(task, QUADRUPED_PROFILE)
-
-
 def preset_config(task: str) -> dict:
     """The task's CPU preset, as its YAML file gives it."""
     return yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
 
 
 def train(task: str, log_root: Path, resume: bool, ranks: int) -> Path:
-    command = [str(BIN / "train"), task, "--device", "cpu", "--preset", profile(task).preset]
+    command = train_command(task, "--device", "cpu", "--preset", profile(task).preset)
     if ranks > 1:  # the preset's envs shared out: the same batch, each rank's physics on a core
         per_rank = preset_config(task)["env"]["num_envs"] // ranks
         command += ["--nproc-per-node", str(ranks), "--env.num-envs", str(per_rank)]
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
-    return max((log_root / task).glob("20*"))
+    return newest_run(log_root, task)
 
 
 def throughput(iterations: int, rounds: int) -> dict:
@@ -181,58 +111,12 @@ def throughput(iterations: int, rounds: int) -> dict:
         for round_ in range(rounds):
             for name, args in setups.items():
                 log_root = Path(logs) / f"{round_}-{name.replace(' ', '-')}"
-                rates[name].append(training_rate(args, log_root, iterations))
+                rates[name].append(cpu_training_rate(args, log_root, iterations))
     result = {name: round(statistics.median(values)) for name, values in rates.items()}
     result[f"{HUMANOID} scene build (s)"] = round(scene_build_s(HUMANOID), 2)
     result["humanoid / quadruped"] = round(result[HUMANOID] / result[GO1], 3)
     result["angular-momentum sensor cost"] = round(1 - result[HUMANOID] / result[WITHOUT_ANGMOM], 3)
     return result
-
-
-def training_rate(args: list[str], log_root: Path, iterations: int) -> float:
-    """Median env steps/s of a short CPU training (`train *args`) from iteration 3 on: the first
-    two include the kernels' warm-up."""
-    command = [str(BIN / "train"), *args, "--device", "cpu", "--logger", "none", "--log-root", str(log_root)]
-    command += ["--runner.max-iterations", str(iterations), "--runner.eval-interval", "0"]
-    subprocess.run(command, check=True, capture_output=True)
-    lines = metrics_lines(max(log_root.glob("*/20*")))
-    return statistics.median(line["steps_per_second"] for line in lines[2:])
-
-
-def scene_build_s(task_name: str) -> float:
-    """Seconds to compose the task's robot and ground (a terrain grid is generated here) into
-    one model and compile it."""
-    task = load_task(task_name)
-    scene = task.build(task.env_cfg).scene
-    start = time.perf_counter()
-    scene.build()
-    return time.perf_counter() - start
-
-
-def play(task: str, episodes: int, source: list[str], commands: list[str], device: str = "cpu") -> dict:
-    command = [str(BIN / "play"), task, *source, "--episodes", str(episodes), "--device", device, *commands]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
-
-
-def metrics_lines(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-
-
-def full_set_targets(targets: tuple[tuple[str, str, float, float], ...]) -> list[tuple[str, str, float, float]]:
-    """The targets of the full command distribution, the only ones the periodic evaluation sees."""
-    return [target for target in targets if target[0] == "full"]
-
-
-def first_eval_meeting_targets(lines: list[dict], targets: tuple[tuple[str, str, float, float], ...]) -> dict | None:
-    """The first periodic evaluation (full command distribution) within the full-set targets."""
-    for line in lines:
-        if "eval/mean_lin_vel_error" not in line:
-            continue
-        ok = all(low <= line[f"eval/{figure}"] <= high for _, figure, low, high in full_set_targets(targets))
-        if ok:
-            return line
-    return None
 
 
 def report(task: str, run_dir: Path, episodes: int) -> str:
@@ -243,7 +127,7 @@ def report(task: str, run_dir: Path, episodes: int) -> str:
     for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", zero)):
         for cmds, flags in profile(task).settings().items():
             results[policy, cmds] = play(task, episodes, source, flags)
-    lines = metrics_lines(run_dir)
+    lines = read_metrics(run_dir)
     last, reached = lines[-1], first_eval_meeting_targets(lines, targets)
     images = []
     for x in ("env_steps", "wall_s"):
@@ -278,10 +162,7 @@ def report(task: str, run_dir: Path, episodes: int) -> str:
     )
     return "\n".join(
         [
-            f"Device: CPU ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads; "
-            f"{datetime.date.today()}; torch {torch.__version__}. `{task}`, run `{run_dir.name}`, "
-            f"{last['iteration'] + 1} iterations, {last['env_steps'] / 1e6:.1f} M env steps, "
-            f"{last['wall_s'] / 60:.0f} min of training ({last['env_steps'] / last['wall_s']:.0f} env steps/s).",
+            cpu_run_line(task, run_dir, last),
             "",
             f"`play --episodes {episodes}`, deterministic policy, clean observations:",
             "",
@@ -304,20 +185,6 @@ def bounds(low: float, high: float) -> str:
 
 def write_section(task: str, text: str) -> None:
     replace_section(markers(task), f"Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`", text)
-
-
-def replace_section(markers: tuple[str, str], heading: str, text: str) -> None:
-    """Put `text` between the markers in docs/benchmarks.md, or append it under a new heading."""
-    path = ROOT / "docs/benchmarks.md"
-    doc = path.read_text()
-    begin, end = markers
-    section = f"{begin}\n{text}\n{end}"
-    if begin in doc:
-        head, rest = doc.split(begin, 1)
-        doc = head + section + rest.split(end, 1)[1]
-    else:
-        doc += f"\n## {heading}\n\n{section}\n"
-    path.write_text(doc)
 
 
 def main() -> None:

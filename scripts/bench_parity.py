@@ -19,37 +19,32 @@ worst seed: the figures `docs/benchmarks.md` compares.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+from common import ROOT, newest_run, parse_with_passthrough, read_metrics, train_command
 
 
-def run_seed(args: argparse.Namespace, seed: int) -> Path:
-    """The metrics file of one seed, training it first if the label has none yet."""
+def run_seed(args: argparse.Namespace, seed: int) -> list[dict]:
+    """The metrics of one seed, training it first if the label has none yet."""
     out = args.log_root / args.label / f"seed-{seed}"
     metrics = out / "metrics.jsonl"
-    if metrics.exists() and len(metrics.read_text().splitlines()) >= args.iterations:
-        return metrics
+    if metrics.exists() and len(read_metrics(out)) >= args.iterations:
+        return read_metrics(out)
     if args.reference:
         command = [args.reference, str(ROOT / "scripts/rsl_rl_reference.py"), args.task, "--seed", str(seed)]
         command += ["--iterations", str(args.iterations), "--out", str(out), *args.flags]
     else:
-        command = [str(BIN / "train"), args.task, "--device", "cpu", "--logger", "none", "--seed", str(seed)]
+        command = train_command(args.task, "--device", "cpu", "--logger", "none", "--seed", str(seed))
         command += ["--runner.max-iterations", str(args.iterations), "--log-root", str(out / "logs"), *args.flags]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     if not args.reference:  # the run directory's metrics, copied beside the reference's
-        run_dir = max((out / "logs" / args.task).glob("20*"))
-        metrics.write_text((run_dir / "metrics.jsonl").read_text())
-    return metrics
+        metrics.write_text((newest_run(out / "logs", args.task) / "metrics.jsonl").read_text())
+    return read_metrics(out)
 
 
-def final_return(metrics: Path, last: int = 10) -> float:
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+def final_return(rows: list[dict], last: int = 10) -> float:
     returns = [row["mean_episode_return"] for row in rows[-last:] if row.get("mean_episode_return") is not None]
     return sum(returns) / len(returns) if returns else float("nan")
 
@@ -62,10 +57,8 @@ def main() -> None:
     parser.add_argument("--log-root", type=Path, required=True)
     parser.add_argument("--label", required=True, help="the experiment's name: its runs go under LOG_ROOT/LABEL")
     parser.add_argument("--reference", help="a Python with rsl-rl-lib: run rsl_rl's PPO instead of mjrl's")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train (or the reference)
-    args = parser.parse_args(argv[:split])
-    args.flags = argv[split + 1 :]
+    args, flags = parse_with_passthrough(parser)
+    args.flags = flags  # to train, or to the reference
     returns = {seed: final_return(run_seed(args, seed)) for seed in args.seeds}
     figures = ", ".join(f"{returns[seed]:.0f}" for seed in args.seeds)
     mean, worst = statistics.mean(returns.values()), min(returns.values())

@@ -21,11 +21,19 @@ import json
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from bench_locomotion import BIN, GO1, first_eval_meeting_targets, metrics_lines, play, profile
+from common import (
+    GO1,
+    first_eval_meeting_targets,
+    newest_run,
+    parse_with_passthrough,
+    play,
+    profile,
+    read_metrics,
+    train_command,
+)
 
 from mjrl.envs.robot import mirror_name
 from mjrl.tasks import load_task
@@ -38,8 +46,10 @@ def run_name(seed: int, symmetry: bool) -> str:
 
 
 def find_run(log_root: Path, task: str, name: str) -> Path | None:
-    runs = sorted((log_root / task).glob(f"20*_{name}"))
-    return runs[-1] if runs else None
+    try:
+        return newest_run(log_root, task, name)
+    except FileNotFoundError:
+        return None
 
 
 def train_until_targets(
@@ -60,9 +70,9 @@ def train_until_targets(
     name = run_name(seed, symmetry)
     run_dir = find_run(log_root, task, name)
     targets = profile(task).targets
-    if run_dir is not None and not train_through and first_eval_meeting_targets(metrics_lines(run_dir), targets):
+    if run_dir is not None and not train_through and first_eval_meeting_targets(read_metrics(run_dir), targets):
         return run_dir
-    command = [str(BIN / "train"), task, "--device", device, "--preset", profile(task).preset]
+    command = train_command(task, "--device", device, "--preset", profile(task).preset)
     command += ["--seed", str(seed), "--log-root", str(log_root), *(SYMMETRY if symmetry else []), *extra]
     command += ["--resume-dir", str(run_dir)] if run_dir else ["--run-name", name]
     start = time.perf_counter()
@@ -76,7 +86,7 @@ def train_until_targets(
             not train_through
             and metrics
             and metrics.exists()
-            and first_eval_meeting_targets(metrics_lines(run_dir), targets)
+            and first_eval_meeting_targets(read_metrics(run_dir), targets)
         )
         out_of_time = time_limit_s is not None and time.perf_counter() - start > time_limit_s
         if met or out_of_time:
@@ -115,7 +125,7 @@ HEADER = [
 
 def seed_row(task: str, seed: int, run_dir: Path, episodes: int, device: str) -> tuple[str, float | None]:
     """The seed's table row and the env steps it took to meet the targets (None if it did not)."""
-    history = metrics_lines(run_dir)
+    history = read_metrics(run_dir)
     reached = first_eval_meeting_targets(history, profile(task).targets)
     figures = gait(task, run_dir, episodes, device)
     contact, swing = [], []
@@ -165,10 +175,7 @@ def main() -> None:
         "--train-through", action="store_true", help="train on past the first evaluation that meets the targets"
     )
     parser.add_argument("--poll-s", type=float, default=15.0, help="how often to read the runs' metrics")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)  # what follows `--` goes to train
-    args = parser.parse_args(argv[:split])
-    args.train_args = argv[split + 1 :]
+    args, train_args = parse_with_passthrough(parser)
     if not args.report_only:
         for seed in args.seeds:
             run_dir = train_until_targets(
@@ -177,7 +184,7 @@ def main() -> None:
                 seed,
                 args.symmetry,
                 args.poll_s,
-                args.train_args,
+                train_args,
                 args.device,
                 args.time_limit_s,
                 args.train_through,

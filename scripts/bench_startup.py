@@ -14,33 +14,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from common import train_command
 
 
 def time_to_lines(task: str, num_envs: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as log_root:
+        command = train_command(task, "--device", "cpu", "--logger", "none", "--log-root", log_root)
+        command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", "1"]
         start = time.monotonic()
         proc = subprocess.Popen(
-            [
-                str(BIN / "train"),
-                task,
-                "--device",
-                "cpu",
-                "--logger",
-                "none",
-                "--log-root",
-                log_root,
-                "--env.num-envs",
-                str(num_envs),
-                "--runner.max-iterations",
-                "1",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={"PYTHONUNBUFFERED": "1"},
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"PYTHONUNBUFFERED": "1"}
         )
         header = first = float("nan")
         for line in proc.stdout:

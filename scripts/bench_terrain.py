@@ -26,24 +26,29 @@ everything into `docs/benchmarks.md` between its markers.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-import torch
-from bench_locomotion import QUADRUPED_PROFILE, metrics_lines, play, replace_section, scene_build_s, training_rate
+from common import (
+    QUADRUPED_PROFILE,
+    ROOT,
+    cpu_run_line,
+    cpu_training_rate,
+    newest_run,
+    play,
+    read_metrics,
+    replace_section,
+    scene_build_s,
+    train_command,
+)
 
 from mjrl.sim import TERRAIN_TYPES
 from mjrl.tasks import load_task
 from mjrl.tools.plots import plot_runs
 
 ROUGH, FLAT = "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Quadruped"
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 STRAIGHT = [
     *QUADRUPED_PROFILE.settings()["forward"],
     *("--env.commands.heading", "False", "--env.commands.standing-fraction", "0"),
@@ -80,7 +85,7 @@ def throughput(num_envs: int, iterations: int) -> dict:
     result = {"scene_build_s": round(scene_build_s(ROUGH), 2), "num_envs": num_envs}
     with tempfile.TemporaryDirectory() as logs:
         for k, (name, args) in enumerate(setups.items()):
-            result[name] = round(training_rate(args, Path(logs) / str(k), iterations))
+            result[name] = round(cpu_training_rate(args, Path(logs) / str(k), iterations))
     result["ratio"] = round(result[ROUGH] / result[FLAT], 3)
     result["ratio with plain PPO"] = round(result[f"{ROUGH} with plain PPO"] / result[FLAT], 3)
     result["2 ranks / 1 rank"] = round(result[f"{ROUGH} as 2 ranks"] / result[ROUGH], 3)
@@ -88,11 +93,11 @@ def throughput(num_envs: int, iterations: int) -> dict:
 
 
 def train(log_root: Path, resume: bool) -> Path:
-    command = [str(BIN / "train"), ROUGH, "--device", "cpu", "--config", str(ROOT / "configs/cpu-rough.yaml")]
+    command = train_command(ROUGH, "--device", "cpu", "--config", str(ROOT / "configs/cpu-rough.yaml"))
     command += ["--nproc-per-node", "2", "--env.num-envs", "256"]  # the README's command: 2 ranks, 512 envs
     command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
     subprocess.run(command, check=True)
-    return max((log_root / ROUGH).glob("20*"))
+    return newest_run(log_root, ROUGH)
 
 
 def on_hardest_row(task: str, run_dir: Path, episodes: int, kind: str) -> dict:
@@ -108,7 +113,7 @@ def report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> str:
     table = {(name, kind): on_hardest_row(task, source, episodes, kind) for name, task, source in policies
              for kind in TERRAIN_TYPES}  # fmt: skip
     flat = play(ROUGH, episodes, ["--run-dir", str(run_dir)], [*STRAIGHT, "--env.terrain.kind", "flat"])
-    lines = metrics_lines(run_dir)
+    lines = read_metrics(run_dir)
     last = lines[-1]
     out = ROOT / "docs/img/terrain_cpu_env_steps.png"
     logged = set().union(*lines)
@@ -159,10 +164,7 @@ def report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> str:
     ]
     return "\n".join(
         [
-            f"Device: CPU ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads; "
-            f"{datetime.date.today()}; torch {torch.__version__}. `{ROUGH}`, run `{run_dir.name}`, "
-            f"{last['iteration'] + 1} iterations, {last['env_steps'] / 1e6:.1f} M env steps, "
-            f"{last['wall_s'] / 60:.0f} min of training ({last['env_steps'] / last['wall_s']:.0f} env steps/s).",
+            cpu_run_line(ROUGH, run_dir, last),
             "",
             f"`play --episodes {episodes}` per type, deterministic policy, clean observations, forward commands "
             "0.5-1.0 m/s, 20 s; success: at least 4 m from the start without an early termination:",

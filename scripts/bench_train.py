@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+from common import build_runner, newest_run, read_metrics, train_config
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
-    from mjrl.runner.config import TrainConfig
-    from mjrl.runner.runner import Runner
 
 
 def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
@@ -67,32 +66,6 @@ def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[f
     return bare, replayed
 
 
-def train_config(
-    task: Task,
-    num_envs: int,
-    iterations: int,
-    log_root: str,
-    device: str,
-    cuda_graphs: str = "off",
-    precision: str = "fp32",
-) -> TrainConfig:
-    """The task's training config for a benchmark: no checkpoints, evaluations or logger."""
-    from mjrl.runner.config import TrainConfig
-
-    defaults = TrainConfig.for_task(task)
-    return dataclasses.replace(
-        defaults,
-        env=dataclasses.replace(task.env_cfg, num_envs=num_envs),
-        runner=dataclasses.replace(
-            defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0, cuda_graphs=cuda_graphs
-        ),
-        policy=dataclasses.replace(defaults.policy, precision=precision),
-        device=device,
-        logger="none",
-        log_root=log_root,
-    )
-
-
 def training_rate(
     task: Task,
     num_envs: int,
@@ -110,31 +83,11 @@ def training_rate(
     skip = 1 if cuda_graphs == "off" else 2
     cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs, precision)
     train(task, cfg, single_process(device))
-    run = next(p for p in Path(log_root, task.name).iterdir())
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][skip:]
+    metrics = read_metrics(newest_run(Path(log_root), task.name))[skip:]
     steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
     seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
     median = statistics.median
     return steps / seconds, median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
-
-
-def build_runner(task: Task, cfg: TrainConfig) -> Runner:
-    """A runner built as `train` builds one (one process), after one rollout and update: kernels
-    compiled, physics captured, allocator warm."""
-    from mjrl.distributed.context import single_process
-    from mjrl.distributed.preemption import StopFlag
-    from mjrl.envs import VecEnv
-    from mjrl.rl import make_algorithm
-    from mjrl.runner.runner import Runner
-    from mjrl.runner.state import TrainingState
-
-    ctx = single_process(cfg.device)
-    env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
-    algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed)
-    runner = Runner(task, cfg, ctx, env, algorithm, Path(cfg.log_root), TrainingState(), False, StopFlag())
-    runner.collect()
-    algorithm.update()
-    return runner
 
 
 def profile(task: Task, num_envs: int, device: str, out: str, iterations: int = 3) -> None:

@@ -21,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, TINY_CPU_RUN, newest_run, parse_with_passthrough, read_metrics
+
 TASKS = (
     "Mjrl-Cartpole-Balance",
     "Mjrl-Cartpole-Swingup",
@@ -33,8 +34,7 @@ TASKS = (
 )
 STUDENT_SUFFIX = "-Student"
 TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
-SMALL = ["--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
-         "--algorithm.num-mini-batches", "2", "--runner.eval-interval", "0", "--seed", "1"]  # fmt: skip
+SMALL = [*TINY_CPU_RUN, "--runner.eval-interval", "0", "--seed", "1"]
 
 
 def install(ref: str, work: Path) -> Path:
@@ -59,9 +59,7 @@ def train(site: Path, task: str, log_root: Path, iterations: int, extra: list[st
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise SystemExit(f"{task} with {site.name} failed:\n{result.stderr[-3000:]}")
-    run_dir = max((log_root / task).glob("20*"))
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS} for line in lines if line.strip()]
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in read_metrics(newest_run(log_root, task))]
 
 
 def runs(site: Path, task: str, work: Path, iterations: int, extra: list[str]) -> list[dict]:
@@ -70,7 +68,7 @@ def runs(site: Path, task: str, work: Path, iterations: int, extra: list[str]) -
         return train(site, task, log_root, iterations, extra)
     teacher = task.removesuffix(STUDENT_SUFFIX)
     train(site, teacher, log_root / "teacher", 2, [])
-    teacher_run = max((log_root / "teacher" / teacher).glob("20*"))
+    teacher_run = newest_run(log_root / "teacher", teacher)
     return train(site, task, log_root, iterations, [*extra, "--distillation.teacher", str(teacher_run)])
 
 
@@ -90,15 +88,13 @@ def main() -> None:
     parser.add_argument("other", nargs="?", default="worktree", help="a git ref, or `worktree` (the default)")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
     parser.add_argument("--iterations", type=int, default=3)
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
+    args, extra = parse_with_passthrough(parser)
     differ = False
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         sites = [install(ref, work) for ref in (args.base, args.other)]
         for task in args.tasks:
-            base, other = (runs(site, task, work, args.iterations, argv[split + 1 :]) for site in sites)
+            base, other = (runs(site, task, work, args.iterations, extra) for site in sites)
             difference = first_difference(base, other)
             differ |= difference is not None
             print(json.dumps({"task": task, "result": difference or "identical"}), flush=True)

@@ -11,8 +11,9 @@ logged them, else return, episode length, KL and learning rate.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from common import read_metrics
 
 TERRAIN = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down")
 ROUGH_METRICS = (
@@ -56,7 +57,7 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=100, help="iterations per row")
     parser.add_argument("--metrics", nargs="+", help="metric names as in metrics.jsonl")
     args = parser.parse_args()
-    lines = [json.loads(text) for text in (args.run_dir / "metrics.jsonl").read_text().splitlines() if text.strip()]
+    lines = read_metrics(args.run_dir)
     logged = set().union(*lines) if lines else set()
     metrics = args.metrics or list(ROUGH_METRICS if "terrain/mean_level" in logged else DEFAULT_METRICS)
     print(markdown(block_means(lines, metrics, args.block), metrics))

@@ -1,15 +1,18 @@
 """The benchmark scripts are commands users run from the docs: each must still import.
 
-They import each other's helpers (`bench_seeds` and `bench_terrain` use `bench_locomotion`'s), so
-a renamed helper breaks a benchmark that no other test runs.
+They share the helpers of `scripts/common.py`, so a renamed helper breaks a benchmark that no
+other test runs.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # These run in another environment: the reference venv, which has rsl_rl
@@ -19,7 +22,7 @@ OTHER_ENVS = {"rsl_rl_reference", "compare_update", "mjlab_go1"}
 
 def test_every_benchmark_script_imports() -> None:
     names = sorted(p.stem for p in SCRIPTS.glob("*.py") if p.stem not in OTHER_ENVS)
-    assert "bench_seeds" in names and "bench_terrain" in names
+    assert {"common", "bench_seeds", "bench_terrain"} <= set(names)
     # One interpreter imports them all, each on its own so one failure does not hide the next.
     code = (
         "import importlib, sys, traceback\n"
@@ -34,6 +37,78 @@ def test_every_benchmark_script_imports() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.strip() == "", f"scripts that no longer import:\n{out.stdout}"
+
+
+def test_scripts_share_helpers_through_common_only() -> None:
+    # A benchmark that imports another's helper breaks when that benchmark changes for its own
+    # reasons. rsl_rl_reference.py is the exception: compare_update.py compares against the very
+    # adapter it trains with, and both need rsl_rl, which common.py must not.
+    scripts = {p.stem for p in SCRIPTS.glob("*.py")} - {"common"}
+    allowed = {("compare_update", "rsl_rl_reference")}
+    imports = set()
+    for path in SCRIPTS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            else:
+                continue
+            imports |= {(path.stem, m.split(".")[0]) for m in modules if m.split(".")[0] in scripts}
+    assert imports <= allowed, f"scripts importing other scripts: {sorted(imports - allowed)}"
+
+
+def test_the_metrics_reader_leaves_out_a_last_line_cut_short(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    from common import read_metrics
+
+    whole = [{"iteration": 0, "mean_kl": 0.1}, {"iteration": 1, "mean_kl": 0.2}]
+    text = "".join(json.dumps(row) + "\n" for row in whole)
+    (tmp_path / "metrics.jsonl").write_text(text + "\n" + '{"iteration": 2, "mean_')  # a run still writing
+    assert read_metrics(tmp_path) == whole
+    (tmp_path / "metrics.jsonl").write_text(text)
+    assert read_metrics(tmp_path) == whole
+    # Damage anywhere else is not a line being written: it is reported, not skipped.
+    (tmp_path / "metrics.jsonl").write_text('{"iteration": 0, "mean_\n' + text)
+    with pytest.raises(json.JSONDecodeError):
+        read_metrics(tmp_path)
+
+
+def test_commands_run_the_environments_own_train_and_play(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    from common import last_json_line, newest_run, play_command, train_command
+
+    bin_dir = str(Path(sys.executable).parent)
+    command = train_command("Mjrl-Cartpole-Balance", "--device", "cpu", "--log-root", str(tmp_path))
+    assert command == [f"{bin_dir}/train", "Mjrl-Cartpole-Balance", "--device", "cpu", "--log-root", str(tmp_path)]
+    assert play_command("Mjrl-Cartpole-Balance", "--episodes", "2") == [
+        f"{bin_dir}/play", "Mjrl-Cartpole-Balance", "--episodes", "2"
+    ]  # fmt: skip
+    assert Path(command[0]).is_file()  # the venv's console script, whatever PATH says
+    # play prints its result as its last JSON line, after anything else it prints.
+    assert last_json_line('mjrl header\n{"mean_return": 1.0}\nwarning: done\n') == {"mean_return": 1.0}
+
+    with pytest.raises(FileNotFoundError):
+        newest_run(tmp_path, "Mjrl-Cartpole-Balance")
+    for name in ("2026-01-01_00-00-00_seed-1", "2026-01-02_00-00-00_seed-2", "2026-01-01_12-00-00_seed-2"):
+        (tmp_path / "Mjrl-Cartpole-Balance" / name).mkdir(parents=True)
+    assert newest_run(tmp_path, "Mjrl-Cartpole-Balance").name == "2026-01-02_00-00-00_seed-2"
+    assert newest_run(tmp_path, "Mjrl-Cartpole-Balance", "seed-1").name == "2026-01-01_00-00-00_seed-1"
+
+
+def test_the_flags_after_a_double_dash_are_passed_on_untouched(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import argparse
+
+    from common import parse_with_passthrough
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, nargs="+")
+    monkeypatch.setattr(sys, "argv", ["bench", "--seeds", "1", "2", "--", "--seeds", "3", "--env.num-envs", "16"])
+    args, passed = parse_with_passthrough(parser)
+    assert args.seeds == [1, 2] and passed == ["--seeds", "3", "--env.num-envs", "16"]
+    monkeypatch.setattr(sys, "argv", ["bench", "--seeds", "1"])
+    assert parse_with_passthrough(parser)[1] == []
 
 
 def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it(tmp_path: Path) -> None:
@@ -54,7 +129,7 @@ def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it
 
 def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(SCRIPTS))
-    from bench_locomotion import HUMANOID, PROFILES
+    from common import HUMANOID, PROFILES
 
     from mjrl.cli.train import parse_train_args
 
