@@ -131,6 +131,32 @@ class NonFiniteUpdate(RuntimeError):
     """Too many consecutive updates had a non-finite loss or gradient on some rank."""
 
 
+@dataclasses.dataclass
+class _StepTotals:
+    """What an update's minibatch steps add up, on the device (a skipped step adds nothing)."""
+
+    sums: torch.Tensor
+    """`STEP_STATISTICS`, summed."""
+    symmetry: torch.Tensor
+    """The mirror loss, summed."""
+    updates: torch.Tensor
+    """Steps taken (float32, as the KL mean divides by it)."""
+    skipped: torch.Tensor
+    """Whether any step was skipped."""
+    learning_rate: torch.Tensor
+    """The rate each step used (the adaptive schedule moves it within the update), summed."""
+
+    @classmethod
+    def zeros(cls, device: torch.device) -> _StepTotals:
+        return cls(
+            sums=torch.zeros(len(STEP_STATISTICS), device=device),
+            symmetry=torch.zeros((), device=device),
+            updates=torch.zeros((), device=device),
+            skipped=torch.zeros((), dtype=torch.bool, device=device),
+            learning_rate=torch.zeros((), dtype=torch.float64, device=device),
+        )
+
+
 class PPO:
     """PPO as an `Algorithm`: the runner calls `act` and `process_env_step` at every env step,
     then `compute_returns` and `update`."""
@@ -257,6 +283,41 @@ class PPO:
         into means with `update_metrics`."""
         cfg = self.cfg
         self._attach_gradients()
+        batch, returns = self._rollout_batch(buf, last_values)
+        size = batch["actions"].shape[0]
+        mb_size = size // cfg.num_mini_batches
+
+        # Every decision below (skip a step, change the learning rate) is made on the device:
+        # the host never waits for a minibatch step to finish.
+        per_step_sync = cfg.sync == "gradients"
+        start = None if per_step_sync else self._snapshot()
+        totals = _StepTotals.zeros(self.ctx.device)
+        for _ in range(cfg.num_learning_epochs):
+            # A fresh permutation every epoch, applied once; minibatches are consecutive chunks.
+            perm = torch.randperm(size, device=self.ctx.device, generator=self.generator)
+            chunks = {k: v[perm].split(mb_size) for k, v in batch.items()}
+            for i in range(len(chunks["actions"])):
+                self._minibatch_step({k: chunk[i] for k, chunk in chunks.items()}, per_step_sync, totals)
+        if not per_step_sync:
+            kl_sum = totals.sums[STEP_STATISTICS.index("mean_kl")]
+            self._average_rollout_update(start, kl_sum / totals.updates.clamp(min=1.0), totals.skipped)
+
+        step_sums = dict(zip(STEP_STATISTICS, totals.sums.double().unbind(), strict=True))
+        if self.mirrors is not None:
+            step_sums["symmetry_loss"] = totals.symmetry.double()
+        return {
+            **step_sums,
+            "mean_learning_rate": totals.learning_rate,
+            "steps": totals.updates.double(),
+            **rollout_sums(returns, buf.values),
+        }
+
+    def _rollout_batch(
+        self, buf: RolloutBuffer, last_values: torch.Tensor
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The rollout as one flat batch of samples, advantages computed (and normalised over
+        every rank's rollout), and the returns."""
+        cfg = self.cfg
         advantages, returns = compute_gae(buf.rewards, buf.values, buf.dones, last_values, cfg.gamma, cfg.lam)
 
         # Flatten (T, N) into one batch; normalise observations once with the statistics the
@@ -289,86 +350,58 @@ class PPO:
             "std": buf.action_std.flatten(0, 1),
             **images,
         }
-        size = batch["actions"].shape[0]
-        mb_size = size // cfg.num_mini_batches
+        return batch, returns
 
-        # Every decision below (skip a step, change the learning rate) is made on the device:
-        # the host never waits for a minibatch step to finish.
-        per_step_sync = cfg.sync == "gradients"
-        start = None if per_step_sync else self._snapshot()
-        device = self.ctx.device
-        sums = torch.zeros(len(STEP_STATISTICS), device=device)
-        symmetry_sum = torch.zeros((), device=device)
-        updates = torch.zeros((), device=device)  # steps taken (float32, as the KL mean divides by it)
-        skipped = torch.zeros((), dtype=torch.bool, device=device)
-        # The rate each step used: the adaptive schedule moves it within the update.
-        learning_rate_sum = torch.zeros((), dtype=torch.float64, device=device)
-        for _ in range(cfg.num_learning_epochs):
-            # A fresh permutation every epoch, applied once; minibatches are consecutive chunks.
-            perm = torch.randperm(size, device=device, generator=self.generator)
-            chunks = {k: v[perm].split(mb_size) for k, v in batch.items()}
-            for i in range(len(chunks["actions"])):
-                mb = {k: chunk[i] for k, chunk in chunks.items()}
-                originals = mb["actions"].shape[0]
-                if cfg.symmetry.augment:
-                    mb = self._with_mirror_images(mb)
+    def _minibatch_step(self, mb: dict[str, torch.Tensor], per_step_sync: bool, totals: _StepTotals) -> None:
+        """One gradient step on a minibatch (and its mirror image), added to `totals`."""
+        cfg = self.cfg
+        originals = mb["actions"].shape[0]
+        if cfg.symmetry.augment:
+            mb = self._with_mirror_images(mb)
 
-                # Losses of the current policy on this minibatch (and its mirror image).
-                dist = self.policy.distribution(mb["actor_obs"])
-                entropy = dist.entropy().mean()
-                values = self.policy.value(mb["critic_obs"])
-                ratio = torch.exp(dist.log_prob(mb["actions"]) - mb["log_probs"])
-                surrogate = surrogate_loss(ratio, mb["advantages"], cfg.clip_param)
-                v_loss = value_loss(values, mb["values"], mb["returns"], cfg.value_clip_param)
-                loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
-                if self.mirrors is not None:
-                    symmetry = self._mirror_loss(mb, dist.mean, originals)
-                    loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
-                with torch.no_grad():
-                    # Against the old policy on the original samples: it never saw the images.
-                    mean, std = dist.mean[:originals], dist.stddev[:originals]
-                    kl = gaussian_kl(mb["mu"][:originals], mb["std"][:originals], mean, std).mean()
-                    clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
-                    statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
-
-                # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
-                # "gradients" mode, kept local in "rollout" mode. A non-finite value anywhere
-                # skips the step (on every rank, in "gradients" mode).
-                with self.policy.matmul_precision():
-                    grads = torch.autograd.grad(loss, self.grad_order)
-                # One copy into the flat buffer that the all-reduce, the clip and Adam read
-                # (a backward into views of it adds into each one: a kernel per parameter).
-                torch.cat([grad.reshape(-1) for grad in grads], out=self.flat_grad[: self.grad_size])
-                kl_mean, skip = self._gradient_step_inputs(kl, loss, per_step_sync)
-
-                # Adaptive learning rate from the rank-averaged KL: every rank computes the
-                # same rate itself.
-                if per_step_sync and cfg.schedule == "adaptive":
-                    self._adapt_learning_rate(kl_mean, skip)
-
-                self.clip_gradients()
-                self.optimizer.step(skip)
-                sums += torch.where(skip, 0.0, statistics)
-                if self.mirrors is not None:
-                    symmetry_sum += torch.where(skip, 0.0, symmetry.detach())
-                learning_rate_sum += torch.where(skip, 0.0, self.optimizer.lr)
-                updates += ~skip
-                skipped |= skip
-                if per_step_sync:
-                    self._count_skip(skip)
-        if not per_step_sync:
-            kl_sum = sums[STEP_STATISTICS.index("mean_kl")]
-            self._average_rollout_update(start, kl_sum / updates.clamp(min=1.0), skipped)
-
-        step_sums = dict(zip(STEP_STATISTICS, sums.double().unbind(), strict=True))
+        # Losses of the current policy on this minibatch (and its mirror image).
+        dist = self.policy.distribution(mb["actor_obs"])
+        entropy = dist.entropy().mean()
+        values = self.policy.value(mb["critic_obs"])
+        ratio = torch.exp(dist.log_prob(mb["actions"]) - mb["log_probs"])
+        surrogate = surrogate_loss(ratio, mb["advantages"], cfg.clip_param)
+        v_loss = value_loss(values, mb["values"], mb["returns"], cfg.value_clip_param)
+        loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
         if self.mirrors is not None:
-            step_sums["symmetry_loss"] = symmetry_sum.double()
-        return {
-            **step_sums,
-            "mean_learning_rate": learning_rate_sum,
-            "steps": updates.double(),
-            **rollout_sums(returns, buf.values),
-        }
+            symmetry = self._mirror_loss(mb, dist.mean, originals)
+            loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
+        with torch.no_grad():
+            # Against the old policy on the original samples: it never saw the images.
+            mean, std = dist.mean[:originals], dist.stddev[:originals]
+            kl = gaussian_kl(mb["mu"][:originals], mb["std"][:originals], mean, std).mean()
+            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
+            statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
+
+        # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
+        # "gradients" mode, kept local in "rollout" mode. A non-finite value anywhere
+        # skips the step (on every rank, in "gradients" mode).
+        with self.policy.matmul_precision():
+            grads = torch.autograd.grad(loss, self.grad_order)
+        # One copy into the flat buffer that the all-reduce, the clip and Adam read
+        # (a backward into views of it adds into each one: a kernel per parameter).
+        torch.cat([grad.reshape(-1) for grad in grads], out=self.flat_grad[: self.grad_size])
+        kl_mean, skip = self._gradient_step_inputs(kl, loss, per_step_sync)
+
+        # Adaptive learning rate from the rank-averaged KL: every rank computes the
+        # same rate itself.
+        if per_step_sync and cfg.schedule == "adaptive":
+            self._adapt_learning_rate(kl_mean, skip)
+
+        self.clip_gradients()
+        self.optimizer.step(skip)
+        totals.sums += torch.where(skip, 0.0, statistics)
+        if self.mirrors is not None:
+            totals.symmetry += torch.where(skip, 0.0, symmetry.detach())
+        totals.learning_rate += torch.where(skip, 0.0, self.optimizer.lr)
+        totals.updates += ~skip
+        totals.skipped |= skip
+        if per_step_sync:
+            self._count_skip(skip)
 
     def _with_mirror_images(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The minibatch followed by its mirror image: mirrored observations and actions, with
