@@ -60,17 +60,9 @@ class VecEnv:
         """Everything that keeps state between steps, by name, driven alike (`EnvComponent`):
         "terrain", "state" (the task's shared state) and the task's own components."""
 
-        n, nu = self.num_envs, self.sim.mj_model.nu
+        n = self.num_envs
         self.robot = Robot.resolve(self.sim.mj_model, task.robot, device) if task.robot else None
-        self.num_actions = nu
-        self.actions = torch.zeros(n, nu, device=device)
-        self.last_actions = torch.zeros(n, nu, device=device)
-        offset = task.action_offset(self) if task.action_offset else torch.zeros(nu)
-        self.action_offset = offset.to(device)
-        per_joint = self.robot.action_scale if self.robot is not None else None
-        self.action_scale = per_joint if per_joint is not None else torch.full((nu,), cfg.action_scale, device=device)
-        """(num_actions,) ctrl = action_offset + action_scale * action: the robot's per-joint
-        scales (`RobotConfig.action_scale_from_torque`), else the config's `action_scale`."""
+        self._init_actions()
         self.episode_length = torch.zeros(n, dtype=torch.long, device=device)
         self.episode_return = torch.zeros(n, device=device)
         self.terminated = torch.zeros(n, dtype=torch.bool, device=device)
@@ -85,35 +77,10 @@ class VecEnv:
             self.components["state"] = self.state
         for name, build in task.components.items():
             self.components[name] = build(self)
-        # Commands first, then interval events: each runs for the envs whose timer is due, and
-        # their timers are redrawn. One row of timers per job.
-        jobs = [
-            (term.resample_interval_s, partial(self._resample_command, name))
-            for name, term in task.commands.items()
-            if math.isfinite(term.resample_interval_s[1])
-        ] + [(ev.interval_s, partial(ev.func, self)) for ev in task.events.values() if ev.mode == "interval"]
-        self._interval_jobs = [job for _, job in jobs]
-        self._interval_timers = torch.zeros(len(jobs), n, device=device)
-        self._fresh_timers = torch.zeros(len(jobs), n, device=device)
-        ranges = [interval for interval, _ in jobs]
-        self._interval_low = torch.tensor([[low] for low, _ in ranges], device=device)
-        self._interval_width = torch.tensor([[high - low] for low, high in ranges], device=device)
-        # Rows of the stacked termination terms that fail and that time out, as device index
-        # tensors (a Python list would be copied to the device at every step); None when no term
-        # is a time-out, so every row fails.
-        time_outs = torch.tensor([term.time_out for term in task.terminations.values()], dtype=torch.bool)
-        self._row_split = None
-        if time_outs.any():
-            self._row_split = ((~time_outs).nonzero().view(-1).to(device), time_outs.nonzero().view(-1).to(device))
+        self._init_interval_jobs()
+        self._row_split = self._termination_rows()
         self._reset_stats()
-        self.obs_dims = {}
-        self._memo: dict[Callable, torch.Tensor] | None = None
-        self._actor_noise_std: torch.Tensor | None = None
-        # (num_envs, history, k) of each term with history > 1, by (group, term name).
-        self._histories: dict[tuple[str, str], torch.Tensor] = {}
-        self._episode_end_events = [ev for ev in task.events.values() if ev.mode == "episode_end"]
-        weights = [term.weight for term in task.rewards.values()]
-        self._reward_weights = torch.tensor(weights, device=device).unsqueeze(1)
+        self._init_term_buffers()
 
         self.whole_episode = torch.zeros(n, dtype=torch.bool, device=device)
         """Which envs run an episode that began at a reset, not at a random point of its length:
@@ -136,6 +103,56 @@ class VecEnv:
         self.mirrors = self._mirrors()
         """How each observation group and the actions ("actions") mirror left-right; None when
         the task does not declare it for every term."""
+
+    def _init_term_buffers(self) -> None:
+        """What evaluating the terms keeps: the per-step memo, observation histories, weights."""
+        self.obs_dims = {}
+        self._memo: dict[Callable, torch.Tensor] | None = None
+        self._actor_noise_std: torch.Tensor | None = None
+        # (num_envs, history, k) of each term with history > 1, by (group, term name).
+        self._histories: dict[tuple[str, str], torch.Tensor] = {}
+        self._episode_end_events = [ev for ev in self.task.events.values() if ev.mode == "episode_end"]
+        weights = [term.weight for term in self.task.rewards.values()]
+        self._reward_weights = torch.tensor(weights, device=self.device).unsqueeze(1)
+
+    def _init_actions(self) -> None:
+        """The action buffers, and how an action becomes a control (offset and scale)."""
+        n, nu, device = self.num_envs, self.sim.mj_model.nu, self.device
+        self.num_actions = nu
+        self.actions = torch.zeros(n, nu, device=device)
+        self.last_actions = torch.zeros(n, nu, device=device)
+        offset = self.task.action_offset(self) if self.task.action_offset else torch.zeros(nu)
+        self.action_offset = offset.to(device)
+        per_joint = self.robot.action_scale if self.robot is not None else None
+        default = torch.full((nu,), self.cfg.action_scale, device=device)
+        self.action_scale = per_joint if per_joint is not None else default
+        """(num_actions,) ctrl = action_offset + action_scale * action: the robot's per-joint
+        scales (`RobotConfig.action_scale_from_torque`), else the config's `action_scale`."""
+
+    def _init_interval_jobs(self) -> None:
+        """Commands first, then interval events: each runs for the envs whose timer is due, and
+        their timers are redrawn. One row of timers per job."""
+        task, n, device = self.task, self.num_envs, self.device
+        jobs = [
+            (term.resample_interval_s, partial(self._resample_command, name))
+            for name, term in task.commands.items()
+            if math.isfinite(term.resample_interval_s[1])
+        ] + [(ev.interval_s, partial(ev.func, self)) for ev in task.events.values() if ev.mode == "interval"]
+        self._interval_jobs = [job for _, job in jobs]
+        self._interval_timers = torch.zeros(len(jobs), n, device=device)
+        self._fresh_timers = torch.zeros(len(jobs), n, device=device)
+        ranges = [interval for interval, _ in jobs]
+        self._interval_low = torch.tensor([[low] for low, _ in ranges], device=device)
+        self._interval_width = torch.tensor([[high - low] for low, high in ranges], device=device)
+
+    def _termination_rows(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Rows of the stacked termination terms that fail and that time out, as device index
+        tensors (a Python list would be copied to the device at every step); None when no term
+        is a time-out, so every row fails."""
+        time_outs = torch.tensor([term.time_out for term in self.task.terminations.values()], dtype=torch.bool)
+        if not time_outs.any():
+            return None
+        return (~time_outs).nonzero().view(-1).to(self.device), time_outs.nonzero().view(-1).to(self.device)
 
     def _start_episodes(self) -> None:
         """Reset every env; with `random_initial_episode_length`, each starts at a random point
