@@ -23,8 +23,11 @@ from mjrl.rl.networks import ActorCritic
 from mjrl.sim import Scene
 from mjrl.sim.terrain import TerrainConfig
 from mjrl.tasks import load_task
-from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.commands import COMMAND
+from mjrl.tasks.velocity.gait import GaitClock, SwingFootLoad, feet_gait, foot_touch_columns, gait_joints
 from mjrl.tasks.velocity.humanoid import SIDES, UPPER_BODY_JOINTS
+from mjrl.tasks.velocity.rewards import Posture, feet_single_stance
+from mjrl.tasks.velocity.state import foot_contact_states
 from mjrl.tools.export import Sidecar, export_policy
 
 TASK = "Mjrl-Velocity-Flat-Humanoid"
@@ -127,7 +130,7 @@ def test_self_collisions_are_counted_apart_from_ground_contacts():
     assert self_contacts[0].item() == 0 and self_contacts[1].item() >= 1
     # In the air, nothing touches the ground, however the legs touch each other.
     assert not env.contacts.any()
-    assert torch.equal(legged.foot_contact_states(env), torch.zeros(2, 2))
+    assert torch.equal(foot_contact_states(env), torch.zeros(2, 2))
 
 
 def test_upright_pays_one_when_level_and_falls_with_the_squared_tilt():
@@ -149,13 +152,13 @@ def test_posture_is_tight_while_standing_and_per_joint_while_walking():
     env.sim.qpos[:, env.robot.joint_qpos] = env.robot.home_joint_pos  # resets start near home, not at it
     env.sim.qpos[:, start + knee] += 0.35
     env.sim.qpos[:, start + hip_roll] += 0.1
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
-    posture = legged.Posture(0.05, (("*knee*", 0.35), ("*", 0.1)))
+    env.commands[COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
+    posture = Posture(0.05, (("*knee*", 0.35), ("*", 0.1)))
     walking = math.exp(-(1.0**2 + 1.0**2) / len(names))
     standing = math.exp(-((0.35 / 0.05) ** 2 + (0.1 / 0.05) ** 2) / len(names))
     torch.testing.assert_close(posture(env), torch.tensor([walking, standing]))
     with pytest.raises(UsageError, match="no pattern for the joint 'left_hip_pitch_joint'"):
-        legged.Posture(0.05, (("*knee*", 0.35),))(env)
+        Posture(0.05, (("*knee*", 0.35),))(env)
 
 
 def test_angular_momentum_is_the_whole_robots_about_its_centre_of_mass():
@@ -197,20 +200,20 @@ def test_angular_momentum_without_its_sensor_is_refused_with_the_line_to_add():
 def test_single_stance_pays_the_shorter_phase_time_up_to_the_threshold():
     env = legs_only_env(num_envs=4)
     state = env.state
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
-    env.commands[legged.COMMAND][3, :3] = 0.0  # standing still: no step is paid
+    env.commands[COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[COMMAND][3, :3] = 0.0  # standing still: no step is paid
     state.contact_time = torch.tensor([[0.3, 0.0], [0.2, 0.6], [0.0, 0.0], [0.3, 0.0]])
     state.air_time = torch.tensor([[0.0, 0.25], [0.0, 0.0], [0.5, 0.7], [0.0, 0.25]])
-    reward = legged.feet_single_stance(env, threshold=0.4)
+    reward = feet_single_stance(env, threshold=0.4)
     # One foot down 0.3 s, the other up 0.25 s; both down; both up; standing command.
     torch.testing.assert_close(reward, torch.tensor([0.25, 0.0, 0.0, 0.0]))
     state.contact_time[0, 0], state.air_time[0, 1] = 0.9, 0.7
-    assert legged.feet_single_stance(env, threshold=0.4)[0].item() == pytest.approx(0.4)
+    assert feet_single_stance(env, threshold=0.4)[0].item() == pytest.approx(0.4)
 
 
 def test_the_gait_clock_puts_each_foot_down_for_its_share_of_the_cycle_in_turn():
     env = legs_only_env(num_envs=3)
-    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
+    clock = GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
     # Over a cycle of 40 env steps, each foot is down for 22 of them, the left from step 0 and
     # the right from step 20; both are down for 2 steps after each foot lands.
     stances = []
@@ -229,15 +232,15 @@ def test_the_gait_clock_puts_each_foot_down_for_its_share_of_the_cycle_in_turn()
 
 def test_feet_are_paid_for_following_the_gait_while_moving_and_for_standing_when_told_to():
     env = legs_only_env(num_envs=4)
-    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
+    clock = GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
     env.episode_length[:] = 10  # left foot in stance, right foot in swing
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
-    env.commands[legged.COMMAND][3, :3] = 0.0
+    env.commands[COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[COMMAND][3, :3] = 0.0
     env.state.contacts = torch.tensor([[True, False], [True, True], [False, True], [True, True]])
     # As the gait; the swing foot down; both wrong; standing with both feet down.
-    torch.testing.assert_close(legged.feet_gait(env, clock), torch.tensor([2.0, 1.0, 0.0, 2.0]))
+    torch.testing.assert_close(feet_gait(env, clock), torch.tensor([2.0, 1.0, 0.0, 2.0]))
     env.state.contacts[3, 1] = False  # standing on one foot while told to stand
-    assert legged.feet_gait(env, clock)[3].item() == 1.0
+    assert feet_gait(env, clock)[3].item() == 1.0
 
 
 def test_a_swinging_foot_is_charged_for_the_share_of_the_weight_it_carries():
@@ -247,18 +250,18 @@ def test_a_swinging_foot_is_charged_for_the_share_of_the_weight_it_carries():
     # soles (without balance control it topples after about a second).
     for _ in range(12):
         env.step(zero)
-    load = env.sim.sensordata.index_select(1, legged.foot_touch_columns(env))
+    load = env.sim.sensordata.index_select(1, foot_touch_columns(env))
     # The soles' touch sensors carry each world's weight (its base mass was drawn at reset).
     weight = env.sim.model_field("body_mass").sum(dim=1) * 9.81
     torch.testing.assert_close(load.sum(dim=1), weight.float(), rtol=0.03, atol=0.0)
     assert torch.all(load > 0.3 * weight.float().unsqueeze(1) / 2)
-    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
+    clock = GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5))
     env.episode_length[:] = 10  # left foot in stance, right foot in swing
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
-    env.commands[legged.COMMAND][2, :3] = 0.0  # told to stand: no swing
+    env.commands[COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[COMMAND][2, :3] = 0.0  # told to stand: no swing
     nominal = float(env.sim.mj_model.body_subtreemass[env.robot.base_body]) * 9.81
     expected = torch.stack([load[0, 1] / nominal, load[1, 1] / nominal, torch.tensor(0.0)])
-    torch.testing.assert_close(legged.SwingFootLoad(clock)(env), expected)
+    torch.testing.assert_close(SwingFootLoad(clock)(env), expected)
 
 
 def test_the_swing_load_without_touch_sensors_is_refused_with_the_line_to_add():
@@ -266,7 +269,7 @@ def test_the_swing_load_without_touch_sensors_is_refused_with_the_line_to_add():
     cfg = dataclasses.replace(task.env_cfg, num_envs=1)
     env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=1)
     with pytest.raises(UsageError, match="touch sensor on each foot"):
-        legged.foot_touch_columns(env)
+        foot_touch_columns(env)
 
 
 SWING = (("*hip_pitch*", -0.35), ("*knee*", 0.7), ("*ankle_pitch*", -0.35))
@@ -274,7 +277,7 @@ SWING = (("*hip_pitch*", -0.35), ("*knee*", 0.7), ("*ankle_pitch*", -0.35))
 
 def test_the_reference_swing_lifts_the_swinging_foot_with_its_sole_level():
     env = legs_only_env(num_envs=2)
-    clock = legged.GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5), swing_joint_offsets=SWING)
+    clock = GaitClock(period_s=0.8, stance_fraction=0.55, foot_offsets=(0.0, 0.5), swing_joint_offsets=SWING)
     columns, feet, _ = clock.swing_joints(env)
     names = env.sim.actuator_joints()
     assert [(names[c], f) for c, f in zip(columns.tolist(), feet.tolist(), strict=True)] == [
@@ -282,7 +285,7 @@ def test_the_reference_swing_lifts_the_swinging_foot_with_its_sole_level():
         for foot, side in enumerate(SIDES)
         for joint in ("hip_pitch", "knee", "ankle_pitch")
     ]
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
+    env.commands[COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
     env.episode_length[:] = 31  # the middle of the left foot's swing (phase 0.55-1, 22-40 of 40 steps)
     reference = clock.swing_reference(env)
     torch.testing.assert_close(reference[0], torch.tensor([-0.35, 0.7, -0.35, 0.0, 0.0, 0.0]))
@@ -297,18 +300,18 @@ def test_the_reference_swing_lifts_the_swinging_foot_with_its_sole_level():
     assert 0.06 < (height[0] - height[1]).item() < 0.10
     sole_normal = env.sim.geom_xmat[0, env.robot.foot_geoms[0], 2, 2]
     assert sole_normal.item() > 0.999
-    torch.testing.assert_close(legged.gait_joints(env, clock), torch.tensor([1.0, 1.0]))
+    torch.testing.assert_close(gait_joints(env, clock), torch.tensor([1.0, 1.0]))
     env.episode_length[:] = 10  # the right foot's swing: the bent left leg now pays less
-    assert legged.gait_joints(env, clock)[0].item() < 0.2
+    assert gait_joints(env, clock)[0].item() < 0.2
 
 
 def test_gait_joints_pays_only_for_the_paid_joints_while_moving():
     env = legs_only_env(num_envs=4)
-    everything = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING)
-    knees = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING, paid_joints=("*knee*",))
+    everything = GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING)
+    knees = GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING, paid_joints=("*knee*",))
     columns, _, _ = knees.swing_joints(env)
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
-    env.commands[legged.COMMAND][3, :3] = 0.0  # told to stand: the reference is home
+    env.commands[COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+    env.commands[COMMAND][3, :3] = 0.0  # told to stand: the reference is home
     env.episode_length[:] = 31  # the middle of the left foot's swing
     reference = knees.swing_reference(env)
     env.sim.qpos[:, env.robot.joint_qpos] = env.robot.home_joint_pos
@@ -320,11 +323,11 @@ def test_gait_joints_pays_only_for_the_paid_joints_while_moving():
     env.after_physics()
     # Both clocks pay the reference swing in full, and less for a knee off it or a standing hip
     # away from home; only the clock that pays for every swing joint charges the hip's stride.
-    torch.testing.assert_close(legged.gait_joints(env, knees), torch.exp(torch.tensor([0.0, 0.0, -0.6, -0.6])))
-    torch.testing.assert_close(legged.gait_joints(env, everything), torch.exp(torch.tensor([0.0, -0.6, -0.6, -0.6])))
-    nothing = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING, paid_joints=("*waist*",))
+    torch.testing.assert_close(gait_joints(env, knees), torch.exp(torch.tensor([0.0, 0.0, -0.6, -0.6])))
+    torch.testing.assert_close(gait_joints(env, everything), torch.exp(torch.tensor([0.0, -0.6, -0.6, -0.6])))
+    nothing = GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=SWING, paid_joints=("*waist*",))
     with pytest.raises(UsageError, match="paid-joints match none of the swing joints"):
-        legged.gait_joints(env, nothing)
+        gait_joints(env, nothing)
 
 
 def test_the_feedforward_sets_the_zero_actions_targets_on_the_reference_swing():
@@ -335,9 +338,9 @@ def test_the_feedforward_sets_the_zero_actions_targets_on_the_reference_swing():
         task.env_cfg, num_envs=2, robot=robot, gait=gait, obs_noise=False, random_initial_episode_length=False
     )
     env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=1)
-    clock = legged.GaitClock.of(gait)
+    clock = GaitClock.of(gait)
     columns, _, _ = clock.swing_joints(env)
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
+    env.commands[COMMAND][:, :3] = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])  # walk; stand
     env.episode_length[:] = 31  # the middle of the left foot's swing
     expected = env.action_offset.repeat(2, 1)
     expected[0, columns] += torch.tensor([-0.35, 0.7, -0.35, 0.0, 0.0, 0.0])
@@ -388,7 +391,7 @@ def test_a_policy_whose_targets_follow_the_clock_exports_them_in_its_sidecar(tmp
     )
     # Three envs walk at different points of the cycle, one stands: a runtime that follows the
     # sidecar (model output, action transform, then the feedforward) sets the env's targets.
-    env.commands[legged.COMMAND][:, :3] = torch.tensor([[0.5, 0, 0], [0, 0.3, 0], [0, 0, 0.8], [0, 0, 0]])
+    env.commands[COMMAND][:, :3] = torch.tensor([[0.5, 0, 0], [0, 0.3, 0], [0, 0, 0.8], [0, 0, 0]])
     session = onnxruntime.InferenceSession(str(model))
     for lengths in ([5, 17, 31, 36], [0, 22, 39, 12]):
         env.episode_length[:] = torch.tensor(lengths)
@@ -414,7 +417,7 @@ def test_a_swing_joint_must_move_exactly_one_foot(tmp_path):
     task = load_task(TASK)
     cfg = dataclasses.replace(task.env_cfg, num_envs=1)
     env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
-    clock = legged.GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=(("waist*", 0.1),))
+    clock = GaitClock(0.8, 0.55, (0.0, 0.5), swing_joint_offsets=(("waist*", 0.1),))
     with pytest.raises(UsageError, match="names 'waist_yaw_joint', which moves 0 feet, not 1"):
         clock.swing_joints(env)
 

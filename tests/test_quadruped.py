@@ -17,8 +17,10 @@ from conftest import DEVICE, last_json, read_jsonl, run_cli, run_main
 from mjrl.envs import VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.tasks import load_task
-from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.commands import COMMAND
 from mjrl.tasks.velocity.config import RandomizationConfig
+from mjrl.tasks.velocity.evaluation import play_metrics
+from mjrl.tasks.velocity.state import feet
 
 TASK = load_task("Mjrl-Velocity-Flat-Quadruped")
 DT = 0.02  # 0.005 s physics steps x decimation 4
@@ -109,7 +111,7 @@ def test_trunk_frame_quantities_match_mujoco_for_any_orientation():
 
 def test_velocity_tracking_rewards_use_the_base_frame():
     env = make_env()
-    env.commands[legged.COMMAND][:] = torch.tensor([0.5, 0.0, 1.0], device=env.device)
+    env.commands[COMMAND][:] = torch.tensor([0.5, 0.0, 1.0], device=env.device)
     # Trunk turned 90 degrees left: moving along world +y is moving forward.
     put(env, quat=yaw_quat(math.pi / 2), qvel=torch.tensor([0.0, 0.5, 0, 0, 0, 1.0] + [0.0] * 12, device=env.device))
     expect(env, "track_lin_vel", 1.0)
@@ -161,7 +163,7 @@ def test_undesired_contacts_count_non_foot_parts_on_the_ground():
 def test_feet_air_time_rewards_long_steps_only_when_commanded_to_move():
     env = make_env()
     put(env)  # all four feet on the ground
-    feet, command = env.state, env.commands[legged.COMMAND]
+    feet, command = env.state, env.commands[COMMAND]
     command[:] = torch.tensor([0.8, 0.0, 0.0], device=env.device)
 
     def landing_after(swing_s: float) -> None:
@@ -215,7 +217,7 @@ def test_step_terminates_and_resets_an_upside_down_robot():
 
 def test_commands_randomisation_and_observation_layout():
     env = make_env(num_envs=64, obs_noise=True)
-    cfg, cmd = env.cfg, env.commands[legged.COMMAND]
+    cfg, cmd = env.cfg, env.commands[COMMAND]
     standing = (cmd == 0).all(dim=1)
     assert 0 < int(standing.sum()) < 20  # standing_fraction 0.1 of 64
     for i, (low, high) in enumerate((cfg.commands.lin_vel_x, cfg.commands.lin_vel_y, cfg.commands.yaw_rate)):
@@ -236,9 +238,9 @@ def test_commands_randomisation_and_observation_layout():
 
 def test_play_metrics_contract():
     env = make_env(num_envs=2)
-    env.commands[legged.COMMAND][:] = torch.tensor([[0.5, 0.0, 0.2], [0.0, 0.0, 0.0]], device=env.device)
+    env.commands[COMMAND][:] = torch.tensor([[0.5, 0.0, 0.2], [0.0, 0.0, 0.0]], device=env.device)
     put(env, qvel=torch.tensor([0.5, 0.0, 0.0, 0.0, 0.0, 0.2] + [0.0] * 12, device=env.device))
-    metrics = legged.play_metrics(env)
+    metrics = play_metrics(env)
     assert {"lin_vel_error", "yaw_rate_error", "foot_contact_fraction"} <= set(metrics)
     assert torch.allclose(metrics["lin_vel_error"], torch.tensor([0.0, 0.5], device=env.device), atol=1e-6)
     assert torch.allclose(metrics["yaw_rate_error"], torch.tensor([0.0, 0.2], device=env.device), atol=1e-6)
@@ -254,7 +256,7 @@ def test_an_episode_reports_how_far_its_base_ended_from_where_it_began():
         if step == 5:  # carry env 0's robot 0.3 m forward and 0.4 m to the side, mid-episode
             env.sim.qpos[0, :2] += torch.tensor([0.3, 0.4], device=env.device)
         env.step(zero)
-        metrics = legged.play_metrics(env)
+        metrics = play_metrics(env)
         if step < 9:
             assert metrics["displacement_count"].sum().item() == 0
     # The episodes ended at the last step: their displacement is measured before the reset.
@@ -263,8 +265,8 @@ def test_an_episode_reports_how_far_its_base_ended_from_where_it_began():
     # (Landing from the spawn moves a base by a centimetre or two.)
     assert abs(displacement[0].item() - 0.5) < 0.05 and displacement[1].item() < 0.05
     # The next episodes are measured from where they begin.
-    torch.testing.assert_close(legged.feet(env).start_xy, mdp.base_position(env)[:, :2])
-    assert not torch.equal(legged.feet(env).start_xy[0], start[0] + torch.tensor([0.3, 0.4], device=env.device))
+    torch.testing.assert_close(feet(env).start_xy, mdp.base_position(env)[:, :2])
+    assert not torch.equal(feet(env).start_xy[0], start[0] + torch.tensor([0.3, 0.4], device=env.device))
 
 
 # ------------------------------------------------------------------------------- training

@@ -20,7 +20,8 @@ from mjrl.rl import PpoConfig, SymmetryConfig, check_agent_config
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO
 from mjrl.tasks import load_task
-from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.commands import COMMAND
+from mjrl.tasks.velocity.gait import GaitClock, feet_gait
 
 N = 3  # original states; envs N..2N-1 hold their mirror images
 
@@ -48,7 +49,7 @@ def mirror_robot_state(env: VecEnv) -> None:
     qvel[:, robot.joint_dof] = joints(sim.qvel[:N, robot.joint_dof])
     sim.qpos[mirrored], sim.qvel[mirrored] = qpos, qvel
     env.actions[mirrored] = joints(env.actions[:N])
-    command = env.commands[legged.COMMAND]
+    command = env.commands[COMMAND]
     signs = torch.tensor([1.0, -1.0, -1.0, -1.0])  # vx, vy, yaw rate and a heading if there is one
     command[mirrored] = command[:N] * signs[: command.shape[1]]
     for field in ("body_mass", "geom_friction"):
@@ -68,7 +69,7 @@ def test_the_mirrored_observation_of_a_mirrored_state_is_the_observation_of_the_
     torch.manual_seed(0)
     for _ in range(15):  # a state with velocities, a tilt and feet in the air
         env.step(0.8 * torch.randn(env.num_envs, env.num_actions))
-    env.commands[legged.COMMAND][:N, :3] = torch.tensor([[0.7, 0.3, -0.5], [-0.2, -0.6, 0.8], [1.0, 0, 0]])
+    env.commands[COMMAND][:N, :3] = torch.tensor([[0.7, 0.3, -0.5], [-0.2, -0.6, 0.8], [1.0, 0, 0]])
     mirror_robot_state(env)
     obs = env.compute_obs()
     assert 0 < env.state.contacts[:N].float().mean() < 1  # some feet touch, some do not
@@ -79,11 +80,11 @@ def test_the_mirrored_observation_of_a_mirrored_state_is_the_observation_of_the_
         # The check is not vacuous: the state and its image look different.
         assert (obs[group][:N] - obs[group][N:]).abs().max() > 0.1
     if env.cfg.gait.foot_phase_offsets:  # the image follows the reference gait as the state does
-        env.commands[legged.COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
-        clock = legged.GaitClock.of(env.cfg.gait)
+        env.commands[COMMAND][:, :3] = torch.tensor([0.5, 0.0, 0.0])
+        clock = GaitClock.of(env.cfg.gait)
         stance = clock.in_stance(env)
         assert torch.equal(stance[N:], stance[:N].flip(1)) and not torch.equal(stance[N:], stance[:N])
-        torch.testing.assert_close(legged.feet_gait(env, clock)[N:], legged.feet_gait(env, clock)[:N])
+        torch.testing.assert_close(feet_gait(env, clock)[N:], feet_gait(env, clock)[:N])
 
 
 @pytest.mark.parametrize("task_name", ["Mjrl-Velocity-Flat-Quadruped", "Mjrl-Velocity-Rough-Mule"])

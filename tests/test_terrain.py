@@ -21,7 +21,7 @@ from mjrl.envs.terrain import TerrainState
 from mjrl.errors import UsageError
 from mjrl.sim import Scene, TerrainConfig, generate_terrain, register_terrain_type, terrain_types
 from mjrl.tasks import load_task
-from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.commands import COMMAND
 
 ROUGH = load_task("Mjrl-Velocity-Rough-Quadruped")
 # A small grid (3 rows x 5 types of 4 m patches) builds and steps fast.
@@ -240,7 +240,7 @@ def test_the_curriculum_judges_an_episode_before_its_reset(rough_env):
     env = rough_env
     env.reset()
     env.terrain.level = torch.tensor([1, 1, 1, 1, 1])
-    env.commands[legged.COMMAND][:] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    env.commands[COMMAND][:] = torch.tensor([1.0, 0.0, 0.0, 0.0])
     env.state.commanded_path[1] = torch.tensor([6.0, -8.0])
     center = env.terrain.patch_center()
     env.sim.qpos[0, :2] = center[0, :2] + torch.tensor([2.5, 0.0])
@@ -260,7 +260,7 @@ def test_the_commanded_path_is_the_command_turned_by_the_heading_and_starts_anew
     yaw = math.pi / 2
     env.sim.qpos[:, 3:7] = torch.tensor([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
     env.sim.forward()
-    env.commands[legged.COMMAND][:] = torch.tensor([1.0, 0.5, 0.0, yaw])  # heading held: no turning
+    env.commands[COMMAND][:] = torch.tensor([1.0, 0.5, 0.0, yaw])  # heading held: no turning
     steps, expected = 10, torch.zeros(env.num_envs, 2)
     for _ in range(steps):
         env.step(torch.zeros(env.num_envs, env.num_actions))
@@ -296,11 +296,11 @@ def test_a_command_drawn_at_a_reset_holds_for_a_whole_interval(rough_env):
         env.step(torch.zeros(env.num_envs, env.num_actions))
     assert env._interval_timers[0].min() < 1.0  # the precondition: some timer had under a second left
     env.reset()
-    drawn = env.commands[legged.COMMAND].clone()
+    drawn = env.commands[COMMAND].clone()
     for _ in range(int(3.0 / env.step_dt) - 1):
         env.step(torch.zeros(env.num_envs, env.num_actions))
         still = ~env.episode_length.eq(0)  # envs that fell were reset and drew anew
-        held = env.commands[legged.COMMAND][:, [0, 1, 3]] == drawn[:, [0, 1, 3]]
+        held = env.commands[COMMAND][:, [0, 1, 3]] == drawn[:, [0, 1, 3]]
         assert held[still].all()
 
 

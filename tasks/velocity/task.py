@@ -30,14 +30,27 @@ from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
 from mjrl.rl.config import AgentConfig
 from mjrl.sim import Scene
-from mjrl.tasks.velocity import legged
+from mjrl.tasks.velocity.commands import COMMAND, VelocityCommand, mirror_velocity_command, velocity_command
 from mjrl.tasks.velocity.config import AGENT, ActorObsConfig, VelocityEnvConfig
-from mjrl.tasks.velocity.legged import COMMAND, play_metrics
+from mjrl.tasks.velocity.curriculum import terrain_curriculum
+from mjrl.tasks.velocity.evaluation import play_metrics, record_displacement
+from mjrl.tasks.velocity.gait import GaitClock, SwingFootLoad, feet_gait, gait_joints, mirror_gait_clock
+from mjrl.tasks.velocity.rewards import (
+    Posture,
+    feet_air_time,
+    feet_clearance,
+    feet_single_stance,
+    feet_slip,
+    feet_tilt,
+    track_lin_vel,
+    track_yaw_rate,
+)
+from mjrl.tasks.velocity.state import LeggedState, foot_contact_states
 
 __all__ = ["VelocityEnvConfig", "build", "play_metrics"]
 
 
-def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
+def _gait_clock(cfg: VelocityEnvConfig) -> GaitClock | None:
     gait = cfg.gait
     if not gait.foot_phase_offsets:
         for name in ("feet_gait", "gait_joints", "feet_swing_load"):
@@ -60,23 +73,23 @@ def _gait_clock(cfg: VelocityEnvConfig) -> legged.GaitClock | None:
         raise UsageError("--env.rewards.gait-joints needs a reference swing: give --env.gait.swing-joint-offsets")
     if gait.feedforward and not gait.swing_joint_offsets:
         raise UsageError("--env.gait.feedforward needs a reference swing: give --env.gait.swing-joint-offsets")
-    return legged.GaitClock.of(gait)
+    return GaitClock.of(gait)
 
 
-def _observations(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str, dict[str, ObsTerm]]:
+def _observations(cfg: VelocityEnvConfig, clock: GaitClock | None) -> dict[str, dict[str, ObsTerm]]:
     noise = cfg.noise
     joints = mdp.mirror_joints
     actor = {
         "base_lin_vel": ObsTerm(mdp.base_lin_vel, noise_std=noise.lin_vel, mirror=mdp.POLAR_VECTOR),
         "base_ang_vel": ObsTerm(mdp.base_ang_vel, noise_std=noise.ang_vel, mirror=mdp.AXIAL_VECTOR),
         "projected_gravity": ObsTerm(mdp.projected_gravity, noise_std=noise.gravity, mirror=mdp.POLAR_VECTOR),
-        "command": ObsTerm(legged.velocity_command, mirror=legged.mirror_velocity_command),
+        "command": ObsTerm(velocity_command, mirror=mirror_velocity_command),
         "joint_pos": ObsTerm(mdp.joint_pos_rel, noise_std=noise.joint_pos, mirror=joints),
         "joint_vel": ObsTerm(mdp.joint_vel, noise_std=noise.joint_vel, mirror=joints),
         "last_action": ObsTerm(mdp.last_action, mirror=joints),
     }
     if clock is not None:
-        actor["gait_clock"] = ObsTerm(clock.observation, mirror=legged.mirror_gait_clock)
+        actor["gait_clock"] = ObsTerm(clock.observation, mirror=mirror_gait_clock)
     if cfg.height_scan.enabled:
         if problem := mdp.scan_problem(cfg.height_scan.size, cfg.height_scan.resolution):
             raise UsageError(problem)
@@ -86,7 +99,7 @@ def _observations(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dic
         )
     privileged = {
         "ground_friction": ObsTerm(mdp.ground_friction, mirror=mdp.unchanged),
-        "foot_contacts": ObsTerm(legged.foot_contact_states, mirror=mdp.mirror_feet),
+        "foot_contacts": ObsTerm(foot_contact_states, mirror=mdp.mirror_feet),
         "base_mass_offset": ObsTerm(mdp.base_mass_offset, mirror=mdp.unchanged),
         "base_height": ObsTerm(mdp.base_height, mirror=mdp.unchanged),
     }
@@ -107,11 +120,11 @@ def _student_view(actor: dict[str, ObsTerm], view: ActorObsConfig) -> dict[str, 
     }
 
 
-def _rewards(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str, RewardTerm]:
+def _rewards(cfg: VelocityEnvConfig, clock: GaitClock | None) -> dict[str, RewardTerm]:
     w, dt = cfg.rewards, cfg.sim.timestep * cfg.sim.decimation
     weighted = {
-        "track_lin_vel": (partial(legged.track_lin_vel, sigma=w.tracking_sigma), w.track_lin_vel),
-        "track_yaw_rate": (partial(legged.track_yaw_rate, sigma=w.yaw_tracking_sigma), w.track_yaw_rate),
+        "track_lin_vel": (partial(track_lin_vel, sigma=w.tracking_sigma), w.track_lin_vel),
+        "track_yaw_rate": (partial(track_yaw_rate, sigma=w.yaw_tracking_sigma), w.track_yaw_rate),
         "lin_vel_z": (mdp.lin_vel_z, w.lin_vel_z),
         "ang_vel_xy": (mdp.ang_vel_xy, w.ang_vel_xy),
         "joint_torques": (mdp.joint_torques, w.joint_torques),
@@ -120,18 +133,18 @@ def _rewards(cfg: VelocityEnvConfig, clock: legged.GaitClock | None) -> dict[str
         "undesired_contacts": (mdp.undesired_contacts, w.undesired_contacts),
         "flat_orientation": (mdp.flat_orientation, w.flat_orientation),
         "upright": (partial(mdp.upright, sigma=w.upright_sigma), w.upright),
-        "posture": (legged.Posture(w.posture_std_standing, w.posture_std_walking), w.posture),
-        "feet_air_time": (partial(legged.feet_air_time, threshold=w.feet_air_time_threshold), w.feet_air_time),
-        "feet_slip": (legged.feet_slip, w.feet_slip),
-        "feet_clearance": (partial(legged.feet_clearance, height=w.feet_clearance_height), w.feet_clearance),
+        "posture": (Posture(w.posture_std_standing, w.posture_std_walking), w.posture),
+        "feet_air_time": (partial(feet_air_time, threshold=w.feet_air_time_threshold), w.feet_air_time),
+        "feet_slip": (feet_slip, w.feet_slip),
+        "feet_clearance": (partial(feet_clearance, height=w.feet_clearance_height), w.feet_clearance),
         "feet_single_stance": (
-            partial(legged.feet_single_stance, threshold=w.feet_single_stance_threshold),
+            partial(feet_single_stance, threshold=w.feet_single_stance_threshold),
             w.feet_single_stance,
         ),
-        "feet_tilt": (legged.feet_tilt, w.feet_tilt),
-        "feet_gait": (partial(legged.feet_gait, clock=clock), w.feet_gait),
-        "gait_joints": (partial(legged.gait_joints, clock=clock), w.gait_joints),
-        "feet_swing_load": (legged.SwingFootLoad(clock), w.feet_swing_load),
+        "feet_tilt": (feet_tilt, w.feet_tilt),
+        "feet_gait": (partial(feet_gait, clock=clock), w.feet_gait),
+        "gait_joints": (partial(gait_joints, clock=clock), w.gait_joints),
+        "feet_swing_load": (SwingFootLoad(clock), w.feet_swing_load),
         "self_collisions": (mdp.self_collisions, w.self_collisions),
         "angular_momentum": (mdp.AngularMomentum(), w.angular_momentum),
         "joint_deviation": (mdp.JointDeviation(w.joint_deviation_joints), w.joint_deviation),
@@ -147,10 +160,10 @@ def _events(cfg: VelocityEnvConfig) -> dict[str, EventTerm]:
             partial(mdp.randomize_friction_and_mass, friction=rand.friction, base_mass_offset=rand.base_mass_offset)
         ),
         "reset_robot": EventTerm(mdp.ResetToHome(rand.joint_pos_noise, rand.base_vel_noise)),
-        "record_displacement": EventTerm(legged.record_displacement, mode="episode_end"),
+        "record_displacement": EventTerm(record_displacement, mode="episode_end"),
     }
     if cfg.terrain.kind == "grid" and cfg.terrain.curriculum:
-        events["terrain_curriculum"] = EventTerm(legged.terrain_curriculum, mode="episode_end")
+        events["terrain_curriculum"] = EventTerm(terrain_curriculum, mode="episode_end")
     if rand.push_velocity > 0:
         push = partial(mdp.push_base, velocity=rand.push_velocity)
         events["push_robot"] = EventTerm(push, mode="interval", interval_s=rand.push_interval_s)
@@ -163,7 +176,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
     commands, clock = cfg.commands, _gait_clock(cfg)
     feedforward = clock is not None and cfg.gait.feedforward
-    sample = legged.VelocityCommand(
+    sample = VelocityCommand(
         (commands.lin_vel_x, commands.lin_vel_y, commands.yaw_rate), commands.standing_fraction, commands.heading
     )
     terminations = {
@@ -194,7 +207,7 @@ def build(cfg: VelocityEnvConfig) -> TaskSpec:
         action_offset=mdp.home_joint_positions,
         action_feedforward=clock.feedforward if feedforward else None,
         action_feedforward_deployment=clock.deployment if feedforward else None,
-        state=legged.LeggedState,
+        state=LeggedState,
         # Foot positions are read only after physics steps (and at the envs' start, which
         # computes the poses), and the foot speed skips the first update after a reset;
         # everything else reads qpos/qvel, contacts or model fields. So resets need no
