@@ -87,5 +87,5 @@ def test_a_plugin_module_registers_its_algorithm_for_train_and_for_the_resume(tm
     again = run_cli("train", BALANCE, "--resume-dir", str(run_dir), "--runner.max-iterations", "2", env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1]
-    missing = run_cli("train", BALANCE, "--plugins", "no_such_plugin", "--log-root", str(tmp_path / "x"))
+    missing = run_main("train", BALANCE, "--plugins", "no_such_plugin", "--log-root", str(tmp_path / "x"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no_such_plugin" in missing.stderr
