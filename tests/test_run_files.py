@@ -15,7 +15,8 @@ import torch
 import yaml
 from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
 
-from mjrl.checkpoint import load_checkpoint, save_checkpoint
+from mjrl.checkpoint import FORMAT, load_checkpoint, save_checkpoint
+from mjrl.errors import UsageError
 from mjrl.runner.run_dir import claim_run_dir
 from mjrl.tasks import load_task
 from mjrl.tools.trained import load_trained
@@ -245,7 +246,7 @@ def _lose_random_streams(state: dict) -> None:
     """Every generator as if seeded anew instead of restored."""
     fresh = torch.Generator().manual_seed(12345).get_state()
     state["rng"]["torch"] = fresh
-    for stream in ("env", "ppo"):
+    for stream in ("env", "algorithm"):  # read in the current format (`mjrl.compat`)
         state["rng"][stream]["state"] = fresh.clone()
 
 
@@ -298,9 +299,7 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
         "policy",
         "distillation",
     }
-    assert checkpoint["config"]["algo"] == "auto" and set(checkpoint["rng"]) == set(old["rng"]) - {"ppo"} | {
-        "algorithm"
-    }
+    assert checkpoint["config"]["algo"] == "auto" and set(checkpoint["rng"]) == set(old["rng"])
     sections = [set(checkpoint["config"][name]) for name in ("runner", "algorithm", "policy")]
     every_key = [key for keys in sections for key in keys]
     assert len(every_key) == len(set(every_key)) and set(old["config"]["agent"]) <= set(every_key)
@@ -325,3 +324,18 @@ def test_a_checkpoint_from_before_the_std_offset_is_evaluated_without_one():
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=2)
     _, policy = load_trained(task, state, BEFORE_ISSUE12, env_cfg, torch.device("cpu"))
     assert policy.actor_normalizer.std_offset == 0.0 and policy.critic_normalizer.std_offset == 0.0
+
+
+def test_an_older_checkpoint_format_is_upgraded_and_a_newer_one_refused(tmp_path):
+    path = BEFORE_ISSUE12 / "checkpoints" / "model_000002.pt"
+    raw = torch.load(path, weights_only=True)
+    assert "format" not in raw and "env_ranks" not in raw and "ppo" in raw["rng"]
+    read = load_checkpoint(path)
+    assert read["format"] == FORMAT and read["rng"]["algorithm"]["device"] == "cpu" and "ppo" not in read["rng"]
+    assert len(read["env_ranks"]) == 1 and torch.equal(
+        read["policy"]["actor.0.weight"], raw["policy"]["actor.0.weight"]
+    )
+    newer = tmp_path / "model_000002.pt"
+    torch.save({**raw, "format": FORMAT + 1}, newer)
+    with pytest.raises(UsageError, match=f"checkpoint format {FORMAT + 1}, newer than this mjrl reads"):
+        load_checkpoint(newer)

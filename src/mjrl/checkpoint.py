@@ -1,5 +1,15 @@
 """Checkpoints: written atomically, loaded with weights_only=True, newest valid one found, checked
-against the task and the networks they are loaded into."""
+against the task and the networks they are loaded into.
+
+The format (`FORMAT`): a dict of plain values and tensors with the keys
+- format: this number; task; iteration, env_steps, wall_s (the run's counters); wandb_id;
+- the algorithm's entries (`Algorithm.state_dict`; PPO: policy, optimizer, learning_rate;
+  distillation adds teacher; play and export read policy);
+- rng: torch, env, algorithm and, on a GPU, cuda (`runner.state.RngStates`);
+- config (the run's config, as `mjrl.config.to_dict` makes it); obs_dims, num_actions;
+- env_ranks: every rank's `VecEnv.resume_state()`, by rank.
+`runner/state.py` writes them; older formats are read through `mjrl.compat.upgrade_checkpoint`.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +23,13 @@ from typing import Any
 
 import torch
 
+from mjrl.compat import upgrade_checkpoint
 from mjrl.errors import UsageError, cannot_write
 from mjrl.files import atomic_target
+
+FORMAT = 2
+"""The checkpoint format this version writes (see the module's docstring; `mjrl.compat` has
+what earlier formats held)."""
 
 _NAME = re.compile(r"^model_(\d+)\.pt$")
 
@@ -73,7 +88,11 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         raise UsageError(f"checkpoint {path} is unreadable ({type(exc).__name__}); it may be truncated") from exc
     if not isinstance(state, dict) or "policy" not in state or "iteration" not in state:
         raise UsageError(f"{path} is not an mjrl checkpoint")
-    return state
+    if state.get("format", 1) > FORMAT:
+        raise UsageError(
+            f"{path} has checkpoint format {state['format']}, newer than this mjrl reads ({FORMAT}): upgrade mjrl"
+        )
+    return upgrade_checkpoint(state)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:

@@ -1,11 +1,5 @@
-"""Where a run stands, and the one place that writes it into a checkpoint and reads it back.
-
-A checkpoint is a dict of plain values and tensors (loaded with weights_only=True). Its keys are
-those of every checkpoint since the first release, so older runs still resume:
-task, iteration, env_steps, wall_s, learning_rate, policy, optimizer, rng, config, wandb_id,
-obs_dims, num_actions; since issue 22, curriculum (only for tasks with a terrain curriculum),
-then env (rank 0's `VecEnv.resume_state`), then env_ranks (every rank's, by rank).
-"""
+"""Where a run stands, and the one place that writes it into a checkpoint and reads it back
+(the format: `mjrl.checkpoint`; older ones are read as it through `mjrl.compat`)."""
 
 from __future__ import annotations
 
@@ -16,6 +10,7 @@ from typing import Any
 
 import torch
 
+from mjrl.checkpoint import FORMAT
 from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack
 from mjrl.envs import VecEnv
@@ -48,8 +43,7 @@ class RngStates:
     env: dict[str, Any]
     """The env's generator (`generator_state`)."""
     algorithm: dict[str, Any]
-    """The algorithm's generator (`generator_state`); checkpoints written before algorithms were
-    registered keep it under "ppo", which is read too."""
+    """The algorithm's generator (`generator_state`)."""
     cuda: torch.Tensor | None = None
     """`torch.cuda.get_rng_state(device)` on a GPU, else None."""
 
@@ -71,7 +65,7 @@ class RngStates:
 
     @classmethod
     def from_dict(cls, saved: dict[str, Any]) -> RngStates:
-        return cls(saved["torch"], saved["env"], saved.get("algorithm", saved.get("ppo")), saved.get("cuda"))
+        return cls(saved["torch"], saved["env"], saved["algorithm"], saved.get("cuda"))
 
 
 def checkpoint_contents(
@@ -86,6 +80,7 @@ def checkpoint_contents(
     PPO: weights, optimizer, learning rate), the config it was trained with (`config`, as
     `to_dict` makes it) and every rank's env state (`gather_env_states`)."""
     checkpoint = {
+        "format": FORMAT,
         "task": task_name,
         "iteration": state.iteration,
         "env_steps": state.env_steps,
@@ -119,10 +114,7 @@ def restore_env_state(ctx: DistContext, checkpoint: dict[str, Any] | None, env: 
     before every rank's was kept) takes rank 0's: its envs go on from the curriculum rank 0
     reached rather than from the first rows. A collective: every rank of a resume calls it,
     before the random streams are restored (the envs restart their episodes)."""
-    saved: list[dict[str, torch.Tensor]] = []
-    if checkpoint is not None:
-        # Older checkpoints held rank 0's alone, under "env" (and before that "curriculum").
-        saved = checkpoint.get("env_ranks") or [checkpoint.get("env", checkpoint.get("curriculum", {}))]
+    saved: list[dict[str, torch.Tensor]] = checkpoint["env_ranks"] if checkpoint is not None else []
     if not ctx.is_distributed:
         env.load_resume_state(saved[0] if saved else {})
         return
@@ -178,13 +170,11 @@ def generator_state(generator: torch.Generator) -> dict[str, Any]:
     return {"device": generator.device.type, "state": generator.get_state()}
 
 
-def set_generator_state(generator: torch.Generator, saved: dict[str, Any] | torch.Tensor) -> None:
+def set_generator_state(generator: torch.Generator, saved: dict[str, Any]) -> None:
     """Continue the saved random stream on the same kind of device. A stream cannot move to
     another kind (CUDA's Philox state is 16 bytes, the CPU's Mersenne Twister 5056, and they
     draw different numbers from one seed), so there the generator is seeded from the saved
     state instead: a GPU run continues on a laptop, and the reverse, deterministically."""
-    if isinstance(saved, torch.Tensor):  # checkpoints written before states were tagged
-        saved = {"device": "cuda" if saved.numel() == 16 else "cpu", "state": saved}
     if saved["device"] == generator.device.type:
         generator.set_state(saved["state"])
         return
