@@ -51,7 +51,7 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     algo = pop_option(args, "--algo")
     saved = read_yaml(Path(config_file), "config file") if config_file else None
     if saved is not None:
-        plugins = (*dict.fromkeys((*saved.get("plugins", ()), *plugins)),)
+        plugins = _merged(saved.get("plugins", ()), plugins)
         import_plugins(plugins)
     if args and not args[0].startswith("-"):
         task_name = args.pop(0)
@@ -67,17 +67,18 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.start import resumed_run_config_file
 
-    given_algo = algo or (saved or {}).get("algo") or (load_preset(preset).get("algo") if preset else None)
+    preset_values = load_preset(preset) if preset else None  # read once: the flags may be composed twice
+    given_algo = algo or (saved or {}).get("algo") or (preset_values or {}).get("algo")
     defaults = TrainConfig.for_task(task, given_algo or "auto")
     args = rename_known_flags(args, defaults)  # once, though the flags may be parsed twice
-    cfg = _compose(task_name, defaults, preset, saved, args, algo, plugins)
+    cfg = _compose(task_name, defaults, preset_values, saved, args, algo, plugins)
     run_config = resumed_run_config_file(task_name, cfg)
     if run_config is not None:
         # A resume continues the experiment the run was: its own config is the base, and what
         # the command line gives changes it. Starting from the task's defaults instead quietly
         # changed the rewards of a run resumed without its --config.
         run = _run_config(task, given_algo, run_config, task_name)
-        cfg = _compose(task_name, run, preset, saved, args, algo, (*dict.fromkeys((*run.plugins, *plugins)),))
+        cfg = _compose(task_name, run, preset_values, saved, args, algo, _merged(run.plugins, plugins))
         _check_same_teacher(run.distillation.teacher, cfg.distillation.teacher)
     return task, cfg
 
@@ -96,7 +97,7 @@ def _check_same_teacher(trained_with: str, given: str) -> None:
 def _compose(
     task_name: str,
     base: TrainConfig,
-    preset: str | None,
+    preset: dict | None,
     saved: dict | None,
     args: list[str],
     algo: str | None,
@@ -107,12 +108,17 @@ def _compose(
     from mjrl.config import apply_dict
     from mjrl.runner.config import TrainConfig
 
-    cfg = base if preset is None else apply_dict(base, load_preset(preset))
+    cfg = base if preset is None else apply_dict(base, preset)
     cfg = cfg if saved is None else apply_dict(cfg, saved)
     cfg = cfg if algo is None else dataclasses.replace(cfg, algo=algo)
     cfg = dataclasses.replace(cfg, plugins=plugins) if plugins else cfg
     cls = TrainConfig[type(base.env), type(base.algorithm)]
     return parse_flags(cls, cfg, args, f"train {task_name}", f"Train {task_name}.")
+
+
+def _merged(first: tuple[str, ...] | list[str], then: tuple[str, ...]) -> tuple[str, ...]:
+    """Plugin names of both, in order, each once."""
+    return tuple(dict.fromkeys((*first, *then)))
 
 
 def _same_path(given: str, recorded: str) -> bool:

@@ -13,7 +13,7 @@ from mjrl.distributed.options import LaunchOptions
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
 from mjrl.rl.config import AgentConfig, DistillationConfig, PolicyConfig, PpoConfig, RunnerConfig
-from mjrl.rl.registry import chosen_spec
+from mjrl.rl.registry import algorithm_spec, chosen_name, chosen_spec
 
 EnvT = TypeVar("EnvT", bound=EnvConfig)
 AlgorithmT = TypeVar("AlgorithmT")
@@ -115,8 +115,6 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     def for_task(cls, task: Any, algo: str = "auto") -> TrainConfig:
         """A task's defaults for `algo`: its env config and its agent's sections (an algorithm the
         task has no settings for starts from its config class's defaults)."""
-        from mjrl.rl.registry import algorithm_spec, chosen_name
-
         agent: AgentConfig = task.agent_cfg
         spec = algorithm_spec(chosen_name(algo, agent.distillation.teacher))
         if spec.section != "algorithm" or isinstance(agent.algorithm, spec.config):
