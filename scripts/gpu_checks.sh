@@ -142,12 +142,14 @@ learn() {
   # time): a checkpoint every 15 iterations comes back without its optimizer (1.6 MB), to be
   # played here on the full command distribution and on forward commands; each line of the
   # run's output is stamped with the seconds since the command's start (learn_seedN.log).
+  # LEARN_FLAGS: more flags for `train` (e.g. `--runner.cuda-graphs on`).
   # LEARN_DEVICE=cpu LEARN_ENVS=16 LEARN_ITERATIONS=2 try the phase on a CPU machine.
   local seed run_dir device=${LEARN_DEVICE:-cuda} envs=${LEARN_ENVS:-4096} iterations=${LEARN_ITERATIONS:-150}
   for seed in ${LEARN_SEEDS:-1 2}; do
     run "${LEARN_S:-110}" bash -c "set -o pipefail; train $GO1 --device $device --preset cpu-locomotion \
       --seed $seed --env.num-envs $envs --runner.max-iterations $iterations --runner.eval-interval 0 \
-      --runner.save-interval ${LEARN_SAVE:-15} --logger none --log-root /tmp/learn --run-name seed-$seed 2>&1 |
+      --runner.save-interval ${LEARN_SAVE:-15} --logger none --log-root /tmp/learn --run-name seed-$seed \
+      ${LEARN_FLAGS:-} 2>&1 |
       stamp > $OUT/learn_seed$seed.log"
     tail -3 "$OUT/learn_seed$seed.log" | tee -a "$log"
     run_dir=$(ls -d /tmp/learn/$GO1/20*_seed-$seed 2>/dev/null | tail -1)
