@@ -60,6 +60,15 @@
 # 0.31's opentelemetry-*, cwevals, xxhash and httpx, which pack.sh --with-wandb leaves out: pack
 # without it and run `bash scripts/gpu_pack_extra.sh` (.gpu_wandb, 27 MB, carried with the call
 # that runs the checks; the tests phase installs it).
+# 2026-11-27, session 20 (H100, 900 s; docs/benchmarks.md, "The fourth window"): pack.sh without
+# --with-wandb (two folders) and gpu_pack_extra.sh; call 1 carry [".gpu1"] `cp -r .gpu1 /tmp/gpu1`
+# (34 s with the start); call 2 carry [".gpu2"] `cp -r /tmp/gpu1 .gpu1 && bash .gpu1/install.sh
+# >/tmp/install.log 2>&1; export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH && GPU_BUDGET_S=470
+# TESTS_S=130 TESTS_FILES=tests/test_capture.py LOOP_S=170 LEARN_S=75 LEARN_FLAGS="--runner.cuda-graphs
+# on" bash scripts/gpu_checks.sh info tests loop learn update` (358 s); call 3 carry [".gpu_wandb"]
+# `bash .gpu1/install.sh ...; GPU_BUDGET_S=420 TESTS_S=330 TESTS_FILES="the other ten" bash
+# scripts/gpu_checks.sh tests scale` (377 s). Next: `humanoid` and the rough quadruped with
+# HUMANOID_FLAGS="--runner.cuda-graphs on" (issue 45, item 4).
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail
@@ -321,9 +330,10 @@ humanoid() {
   # Issue 24 on a GPU: the full 23-DoF humanoid (the task's default robot) at 4096 envs, its
   # mean policy evaluated every 25 iterations; the run's curve and newest checkpoint come back,
   # to be played here with bench_locomotion (the wall time to the targets is in its metrics).
-  local task=Mjrl-Velocity-Flat-Humanoid
+  # HUMANOID_TASK picks another task (the rough quadruped), HUMANOID_FLAGS more flags for train.
+  local task=${HUMANOID_TASK:-Mjrl-Velocity-Flat-Humanoid}
   run ${HUMANOID_S:-420} train $task --device cuda --env.num-envs 4096 --runner.max-iterations 3000 \
-    --runner.eval-interval 25 --runner.save-interval 25 --logger none --log-root /tmp/humanoid
+    --runner.eval-interval 25 --runner.save-interval 25 --logger none --log-root /tmp/humanoid ${HUMANOID_FLAGS:-}
   local run_dir last
   run_dir=$(ls -d /tmp/humanoid/$task/20* 2>/dev/null | tail -1)
   [[ -n $run_dir ]] || return 1

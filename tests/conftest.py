@@ -26,6 +26,22 @@ BIN = Path(sys.executable).parent
 # steps count in `env_steps` (a resume skips it).
 WARM_UP = 1
 
+
+def _pin_xdist_worker() -> None:
+    """Under pytest-xdist (`gpu_checks.sh tests`: -n 8 on a 16-core GPU machine) each worker runs
+    on its own share of the CPUs. A CPU run's update takes every core its process may use, so
+    eight workers each taking all sixteen ran two CPU tests past their 240 s timeout there
+    (H100, 2026-11-27); the runs follow the affinity set here."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus, n, i = sorted(os.sched_getaffinity(0)), int(count), int(worker.removeprefix("gw"))
+    share = cpus[i * len(cpus) // n : (i + 1) * len(cpus) // n] or [cpus[i % len(cpus)]]
+    os.sched_setaffinity(0, share)
+
+
+_pin_xdist_worker()
+
 DEVICE = os.environ.get("MJRL_TEST_DEVICE", "cpu")
 """Where the CLI runs of the tests train: the CPU, or with MJRL_TEST_DEVICE=cuda a GPU (the
 switch `scripts/gpu_checks.sh` uses; every test passes on the CPU)."""

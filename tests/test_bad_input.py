@@ -5,6 +5,7 @@ what is wrong, exit code 2, no traceback, and nothing written."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -123,7 +124,7 @@ CASES = {
                         "17"], "even sizes only"),
     "video-tiny": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4", "--video-size", "8", "8"],
                    "--video-size"),
-    "launcher-procs": (["train", BALANCE, "--nproc-per-node", "100000"], "processes for each of this machine's"),
+    "launcher-procs": (["train", BALANCE, "--nproc-per-node", "100000"], "cores this launcher may use"),
     "launcher-nodes": (["train", BALANCE, "--nproc-per-node", "1", "--nnodes", "0"], "--nnodes must be at least 1"),
     "launcher-restarts": (["train", BALANCE, "--nproc-per-node", "1", "--max-restarts", "-1"], "--max-restarts"),
     "cuda-graphs-on-cpu": (["train", BALANCE, "--runner.cuda-graphs", "on"], "--runner.cuda-graphs on: the loop runs"),
@@ -169,5 +170,24 @@ def test_wandb_asked_for_where_it_is_not_installed_is_one_line(monkeypatch, tmp_
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.splitlines() == [
         "train: error: --logger wandb needs the wandb package: pip install wandb, or pick --logger tensorboard"
+    ]
+    assert not (tmp_path / "logs").exists()
+
+
+def test_the_launcher_counts_the_cores_this_process_may_use(tmp_path):
+    """On a cluster node a job gets a few of the node's cores (Slurm's --cpus-per-task, taskset):
+    the launcher's bound, and the update's threads, follow the process's CPU affinity, not the
+    machine's count."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        result = run_main("train", BALANCE, "--nproc-per-node", "9", "--device", "cpu", "--logger", "none",
+                          "--log-root", str(tmp_path / "logs"))  # fmt: skip
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        "train: error: --nproc-per-node 9 is more than 8 processes for each of the 1 cores this launcher may use; "
+        "give at most 8"
     ]
     assert not (tmp_path / "logs").exists()

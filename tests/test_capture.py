@@ -22,7 +22,7 @@ from mjrl.errors import UsageError
 from mjrl.rl import make_algorithm
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.faults import Fault
-from mjrl.runner.graphs import Graph, LoopGraphs, choose_graphs, loop_graphs, why_not_graphs
+from mjrl.runner.graphs import CAPTURED, Graph, LoopGraphs, choose_graphs, loop_graphs, why_not_graphs
 from mjrl.runner.runner import Runner, warm_up
 from mjrl.runner.state import TrainingState
 from mjrl.sim import TerrainConfig
@@ -179,7 +179,8 @@ def test_the_loop_is_captured_only_where_a_gpu_can_hold_it():
     reason in one line, `on` refuses with it (the CPU's case: tests/test_bad_input.py)."""
     gpu = torch.device("cuda", 0)
     assert why_not_graphs(gpu, False, True, False) is None
-    assert choose_graphs("auto", None) == (True, None)
+    assert choose_graphs("auto", None) == (True, CAPTURED)
+    assert choose_graphs("on", None) == (True, CAPTURED)
     assert choose_graphs("off", None) == (False, None)
     for why_not in (why_not_graphs(gpu, True, True, False), why_not_graphs(gpu, False, False, False),
                     why_not_graphs(gpu, False, True, True)):  # fmt: skip

@@ -292,9 +292,14 @@ def test_a_command_drawn_at_a_reset_holds_for_a_whole_interval(rough_env):
     the old episode's leftover timer ran out, a moment later."""
     env = rough_env
     env.reset()
-    for _ in range(140):  # 2.8 s: commands drawn 3-8 s apart have timers run down by now
+    # The precondition: some env's timer has under a second left. Every timer passes below one
+    # second before it runs out (commands are drawn 3-8 s apart), whichever numbers the device's
+    # generator draws (a fixed 2.8 s met it on the CPU's stream but not on a GPU's).
+    for _ in range(int(8.0 / env.step_dt)):
         env.step(torch.zeros(env.num_envs, env.num_actions))
-    assert env._interval_timers[0].min() < 1.0  # the precondition: some timer had under a second left
+        if env._interval_timers[0].min() < 1.0:
+            break
+    assert env._interval_timers[0].min() < 1.0
     env.reset()
     drawn = env.commands[COMMAND].clone()
     for _ in range(int(3.0 / env.step_dt) - 1):

@@ -121,6 +121,15 @@ def scheduler_node_name() -> str | None:
     return os.environ.get("SLURMD_NODENAME") or None
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on: its affinity (what Slurm's `--cpus-per-task`, `taskset`
+    or a container gave it), not the machine's count, which on a shared node is far more."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        return os.cpu_count() or 1
+
+
 def node_name() -> str:
     """This node's name: the scheduler's, else the host's."""
     return scheduler_node_name() or socket.gethostname()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import os
 import socket
 import time
 import uuid
@@ -22,7 +21,7 @@ from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElas
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID, scheduler_node_name
+from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID, scheduler_node_name, usable_cores
 from mjrl.distributed.options import LaunchOptions
 from mjrl.errors import UsageError
 
@@ -51,11 +50,11 @@ def launch_config(opts: LaunchOptions) -> LaunchConfig:
         split_endpoint(opts.rdzv_endpoint)
     if opts.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be at least 1")
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     if opts.nproc_per_node > MAX_PROCS_PER_CORE * cores:
         raise UsageError(
-            f"--nproc-per-node {opts.nproc_per_node} is more than {MAX_PROCS_PER_CORE} processes for each of this "
-            f"machine's {cores} cores; give at most {MAX_PROCS_PER_CORE * cores}"
+            f"--nproc-per-node {opts.nproc_per_node} is more than {MAX_PROCS_PER_CORE} processes for each of the "
+            f"{cores} cores this launcher may use; give at most {MAX_PROCS_PER_CORE * cores}"
         )
     if opts.nnodes < 1:
         raise UsageError("--nnodes must be at least 1")

@@ -89,9 +89,10 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     hang, perturb, nan, slow (see mjrl/runner/faults.py)."""
     torch_threads: int = 0
     """CPU threads for torch in this process; 0 picks, on the CPU, one thread for the rollout
-    (small batched ops, while Warp steps the physics on one thread) and the cores of the machine
-    shared out among the ranks on this node for the PPO update (1.8 s -> 1.1 s per quadruped
-    update of 12,288 samples on 2 cores); on a GPU, torch's default."""
+    (small batched ops, while Warp steps the physics on one thread) and the cores this process may
+    use (its CPU affinity: Slurm's `--cpus-per-task`, `taskset`) shared out among the ranks on
+    this node for the PPO update (1.8 s -> 1.1 s per quadruped update of 12,288 samples on 2
+    cores); on a GPU, torch's default."""
 
     bounds: ClassVar[dict] = {
         "seed": ">= 0",

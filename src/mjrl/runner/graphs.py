@@ -49,15 +49,18 @@ def why_not_graphs(device: torch.device, distributed: bool, physics_graphs: bool
     return None
 
 
+CAPTURED = "cuda graphs: on (the rollout and the update are captured at their first run, then replayed)"
+
+
 def choose_graphs(setting: Setting, why_not: str | None) -> tuple[bool, str | None]:
-    """(capture the loop, the line to print when `auto` falls back to eager)."""
+    """(capture the loop, the line that says so: printed unless the graphs are off by choice)."""
     if setting == "off":
         return False, None
     if why_not is not None and setting == "on":
         raise UsageError(f"--runner.cuda-graphs on: {why_not}; use auto or off")
     if why_not is not None:
         return False, f"cuda graphs: off ({why_not})"
-    return True, None
+    return True, CAPTURED
 
 
 class CudaGraph:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import torch
 
 from mjrl.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.config import to_dict
-from mjrl.distributed import DistContext
+from mjrl.distributed import DistContext, usable_cores
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.envs import Task, VecEnv, check_task_spec, symmetry_problem
 from mjrl.errors import UsageError
@@ -170,12 +169,12 @@ class Runner:
     @contextlib.contextmanager
     def _update_threads(self) -> Iterator[None]:
         """On the CPU with automatic threads, the update's matrix products get this rank's share
-        of the machine's cores; the rollout keeps one thread."""
+        of the cores this process may use; the rollout keeps one thread."""
         if self.ctx.device.type != "cpu" or self.cfg.torch_threads > 0:
             yield
             return
         before = torch.get_num_threads()
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.ctx.local_world_size))
+        torch.set_num_threads(max(1, usable_cores() // self.ctx.local_world_size))
         try:
             yield
         finally:
