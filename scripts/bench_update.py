@@ -8,7 +8,12 @@ actions; `--actor-obs`, `--critic-obs`, `--actions` for another task) gets one r
 synthetic data (Gaussian observations, rewards and dones from a fixed seed), then runs
 `--repeats` whole updates on it in each mode, every mode from the same weights and generator:
 - fp32, tf32, bf16: `--policy.precision` (tf32 only on CUDA);
-- graph: fp32 with the update captured once as a CUDA graph and replayed (`mjrl.runner.graphs`).
+- graph: fp32 with the update captured once as a CUDA graph and replayed (`mjrl.runner.graphs`);
+- compile: the minibatch step's losses (both networks' passes and PPO's losses, their backward
+  with them) through `torch.compile`, the rest eager: what fusing the update's small kernels
+  would save (issue 44); its first call's compile time is reported apart;
+- joined by "-": graph-tf32, graph-bf16, graph-compile (a compiled update captured as a graph).
+A mode that fails reports its error and the others still run.
 
 Per mode: host time per update (the Python call returning: what the host spends launching),
 device time per update (CUDA events around it; on the CPU the same as the host's), and after one
@@ -42,11 +47,18 @@ class SyntheticEnv:
     mirror_problem: None = None
 
 
+PRECISIONS = ("fp32", "tf32", "bf16")
+CUDA_MODES = ["fp32", "tf32", "bf16", "graph", "graph-tf32", "graph-bf16", "compile", "graph-compile"]
+
+
 def learner(mode: str, env: SyntheticEnv, steps: int, device: str):
     """A PPO learner whose rollout is filled with the same synthetic data in every mode."""
-    precision = "fp32" if mode == "graph" else mode
+    parts = mode.split("-")
+    precision = next((part for part in parts if part in PRECISIONS), "fp32")
     agent = AgentConfig().replace(precision=precision, num_steps_per_env=steps)
     algorithm = make_algorithm(agent, env, steps, single_process(device), seed=0)
+    if "compile" in parts:
+        algorithm._losses = torch.compile(algorithm._losses)
     data = torch.Generator().manual_seed(1)  # on the CPU, so every device gets the same numbers
 
     def draw(*shape: int) -> torch.Tensor:
@@ -66,7 +78,7 @@ def timed_updates(algorithm, mode: str, repeats: int) -> tuple[float, float]:
     """(host seconds, device seconds) per update, over `repeats` updates after a warm-up one."""
     cuda = algorithm.ctx.device.type == "cuda"
     update = algorithm.update
-    if mode == "graph":
+    if "graph" in mode.split("-"):
         algorithm.update()  # eager first, as the runner's first iteration: whatever a first use makes, made
         graph = torch.cuda.CUDAGraph()
         graph.register_generator_state(algorithm.generator)
@@ -100,26 +112,36 @@ def main() -> None:
     parser.add_argument("--critic-obs", type=int, default=55)
     parser.add_argument("--actions", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--modes", nargs="+", default=None, help="default: fp32 bf16 on the CPU, all four on CUDA")
+    parser.add_argument("--modes", nargs="+", default=None, help="default: fp32 bf16 on the CPU, all of them on CUDA")
     args = parser.parse_args()
     cuda = torch.device(args.device).type == "cuda"
-    modes = args.modes or (["fp32", "tf32", "bf16", "graph"] if cuda else ["fp32", "bf16"])
+    modes = args.modes or (CUDA_MODES if cuda else ["fp32", "bf16"])
     env = SyntheticEnv(args.num_envs, args.actions, {"actor": args.actor_obs, "critic": args.critic_obs})
 
     # One update from the same state in each mode: what the mode does to the arithmetic.
-    after_one = {}
+    after_one, first_call_s = {}, {}
     for mode in modes:
-        algorithm = learner(mode, env, args.steps, args.device)
-        sums = algorithm.update()
+        try:
+            algorithm = learner(mode, env, args.steps, args.device)
+            began = time.perf_counter()
+            sums = algorithm.update()
+            first_call_s[mode] = time.perf_counter() - began  # with a compile, mostly the compile
+        except Exception as exc:  # a mode this machine cannot run (a compiler missing)
+            print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
+            continue
         kl = float(sums["mean_kl"] / sums["steps"])
         after_one[mode] = (torch.cat([p.detach().flatten() for p in algorithm.parameters()]), kl)
-    reference, reference_kl = after_one.get("fp32", next(iter(after_one.values())))
-    for mode in modes:
-        host, device = timed_updates(learner(mode, env, args.steps, args.device), mode, args.repeats)
+    reference, reference_kl = after_one.get("fp32", next(iter(after_one.values()), (None, None)))
+    for mode in after_one:
+        try:
+            host, device = timed_updates(learner(mode, env, args.steps, args.device), mode, args.repeats)
+        except Exception as exc:  # a graph on the CPU, or a capture this GPU refuses
+            print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
+            continue
         params, kl = after_one[mode]
         print(json.dumps({
             "mode": mode, "device": args.device, "num_envs": args.num_envs, "steps": args.steps,
-            "host_s": round(host, 4), "device_s": round(device, 4),
+            "host_s": round(host, 4), "device_s": round(device, 4), "first_update_s": round(first_call_s[mode], 2),
             "max_param_diff": float((params - reference).abs().max()),
             "kl_rel_diff": abs(kl - reference_kl) / abs(reference_kl) if reference_kl else None,
         }), flush=True)  # fmt: skip

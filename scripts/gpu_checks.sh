@@ -268,13 +268,15 @@ kernels() {
 }
 
 update() {
-  # Issue 44, item 4: the PPO update alone at 4096 envs (eager fp32, tf32, bf16, a CUDA graph):
-  # host and device time, and the difference one update makes to fp32's parameters.
-  # UPDATE_DEVICE=cpu tries the phase on a CPU machine (fp32 and bf16).
+  # Issue 44, item 4: the PPO update alone at 4096 envs (eager fp32, tf32, bf16, a CUDA graph of
+  # each, and the losses through torch.compile, eager and as a graph): host and device time, and
+  # the difference one update makes to fp32's parameters. The compile modes compile twice (about
+  # a minute on the CPU; unknown on the GPU machine, whose image may lack triton: the mode then
+  # reports its error). UPDATE_DEVICE=cpu tries the phase on a CPU machine (fp32 and bf16).
   local device=${UPDATE_DEVICE:-cuda}
-  run 120 $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 | grep '^{' >>"$OUT/update.jsonl"
+  run "${UPDATE_S:-200}" $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 | grep '^{' >>"$OUT/update.jsonl"
   run 60 $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 --actor-obs 83 --critic-obs 88 \
-    --actions 23 | grep '^{' >>"$OUT/update.jsonl"  # the humanoid's shapes
+    --actions 23 --modes fp32 graph graph-bf16 | grep '^{' >>"$OUT/update.jsonl"  # the humanoid's shapes
 }
 
 nccl() {

@@ -360,22 +360,8 @@ class PPO:
             mb = self._with_mirror_images(mb)
 
         # Losses of the current policy on this minibatch (and its mirror image).
-        dist = self.policy.distribution(mb["actor_obs"])
-        entropy = dist.entropy().mean()
-        values = self.policy.value(mb["critic_obs"])
-        ratio = torch.exp(dist.log_prob(mb["actions"]) - mb["log_probs"])
-        surrogate = surrogate_loss(ratio, mb["advantages"], cfg.clip_param)
-        v_loss = value_loss(values, mb["values"], mb["returns"], cfg.value_clip_param)
-        loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
-        if self.mirrors is not None:
-            symmetry = self._mirror_loss(mb, dist.mean, originals)
-            loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
-        with torch.no_grad():
-            # Against the old policy on the original samples: it never saw the images.
-            mean, std = dist.mean[:originals], dist.stddev[:originals]
-            kl = gaussian_kl(mb["mu"][:originals], mb["std"][:originals], mean, std).mean()
-            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
-            statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
+        loss, statistics, symmetry = self._losses(mb, originals)
+        kl = statistics[STEP_STATISTICS.index("mean_kl")]
 
         # Gradients, KL and a non-finite flag: averaged over ranks in one all-reduce in
         # "gradients" mode, kept local in "rollout" mode. A non-finite value anywhere
@@ -402,6 +388,33 @@ class PPO:
         totals.skipped |= skip
         if per_step_sync:
             self._count_skip(skip)
+
+    def _losses(
+        self, mb: dict[str, torch.Tensor], originals: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The loss to descend on a minibatch (and its mirror image), the step's statistics in
+        STEP_STATISTICS' order, and the mirror loss (None without symmetry): torch operations
+        only, no host read, so a compiler may fuse them (`scripts/bench_update.py --modes
+        compile`)."""
+        cfg = self.cfg
+        dist = self.policy.distribution(mb["actor_obs"])
+        entropy = dist.entropy().mean()
+        values = self.policy.value(mb["critic_obs"])
+        ratio = torch.exp(dist.log_prob(mb["actions"]) - mb["log_probs"])
+        surrogate = surrogate_loss(ratio, mb["advantages"], cfg.clip_param)
+        v_loss = value_loss(values, mb["values"], mb["returns"], cfg.value_clip_param)
+        loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+        symmetry = None
+        if self.mirrors is not None:
+            symmetry = self._mirror_loss(mb, dist.mean, originals)
+            loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
+        with torch.no_grad():
+            # Against the old policy on the original samples: it never saw the images.
+            mean, std = dist.mean[:originals], dist.stddev[:originals]
+            kl = gaussian_kl(mb["mu"][:originals], mb["std"][:originals], mean, std).mean()
+            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
+            statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
+        return loss, statistics, symmetry
 
     def _with_mirror_images(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The minibatch followed by its mirror image: mirrored observations and actions, with
