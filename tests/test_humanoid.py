@@ -23,9 +23,9 @@ from mjrl.rl.networks import ActorCritic
 from mjrl.sim import Scene
 from mjrl.sim.terrain import TerrainConfig
 from mjrl.tasks import load_task
+from mjrl.tasks.robots.humanoid import SIDES, UPPER_BODY_JOINTS
 from mjrl.tasks.velocity.commands import COMMAND
 from mjrl.tasks.velocity.gait import GaitClock, SwingFootLoad, feet_gait, foot_touch_columns, gait_joints
-from mjrl.tasks.velocity.humanoid import SIDES, UPPER_BODY_JOINTS
 from mjrl.tasks.velocity.rewards import Posture, feet_single_stance
 from mjrl.tasks.velocity.state import foot_contact_states
 from mjrl.tools.export import Sidecar, export_policy

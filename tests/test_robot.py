@@ -131,13 +131,15 @@ def test_mjrls_own_robots_are_named_wherever_mjrl_is_installed(task, capsys):
     """A run's config.yaml must play and resume on another machine: the GPU machine's run named
     the Go1 '/tmp/site/mjrl/tasks/velocity/go1.xml', which the CPU machine does not have."""
     robot = load_task(task).env_cfg.robot
-    assert robot.mjcf.startswith("mjrl:velocity/")
+    assert robot.mjcf.startswith("mjrl:robots/")
     here = robot.mjcf_file
-    assert here.is_file() and here.parts[-3:-1] == ("tasks", "velocity")
+    assert here.is_file() and here.parts[-3:-1] == ("tasks", "robots")
     # As recorded by another installation, before robots were named so: the same robot, said.
     elsewhere = f"/opt/other/lib/python3.12/site-packages/mjrl/tasks/velocity/{here.name}"
     assert robot_file(elsewhere) == here
     assert f"{elsewhere} does not exist here; using mjrl's own" in capsys.readouterr().err
+    # As named before the robots had a folder of their own (config files of 2026-11-26 and before).
+    assert robot_file(f"mjrl:velocity/{here.name}") == here
 
 
 def test_no_other_path_is_replaced_by_one_of_mjrls_robots(tmp_path, monkeypatch):

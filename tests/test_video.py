@@ -12,7 +12,7 @@ from conftest import TINY_RUN, last_json, run_cli, run_main
 
 from mjrl.sim.render import make_camera
 from mjrl.tasks.cartpole.task import MODEL_XML as CARTPOLE_XML
-from mjrl.tasks.velocity.go1 import GO1
+from mjrl.tasks.robots.go1 import GO1
 from mjrl.tools.video import frame_indices
 
 QUADRUPED_XML = str(GO1.mjcf_file)

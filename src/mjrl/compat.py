@@ -8,6 +8,10 @@ older format lacked or named otherwise:
   random stream under "rng.ppo"; random states as bare tensors before they were tagged with
   their device kind (before issue 11).
 
+Robot files that moved: mjrl's robots lived in the velocity task's folder until 2026-11-27
+(`mjrl:velocity/go1.xml`); they are `mjrl:robots/go1.xml` now, and the old names still resolve
+(`MOVED_ROBOT_FILES`, read by `mjrl.envs.robot.robot_file`).
+
 Older config files are read by the configs themselves (`mjrl.config.apply_dict`: each config
 class declares the keys it renamed, retired or split), and older command lines by
 `mjrl.cli.flags`.
@@ -18,6 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+MOVED_ROBOT_FILES = {f"velocity/{name}.xml": f"robots/{name}.xml" for name in ("go1", "mule", "humanoid")}
+"""An own robot's old name (under `mjrl:`, or the end of an installation's absolute path) -> its
+name now."""
 
 
 def upgrade_checkpoint(state: dict[str, Any]) -> dict[str, Any]:

@@ -3,23 +3,9 @@ rough terrain with a curriculum."""
 
 import dataclasses
 
-from mjrl.envs.robot import RobotConfig
+from mjrl.tasks.robots.go1 import GO1
 from mjrl.tasks.velocity.config import ROUGH_AGENT, STUDENT_AGENT, VelocityEnvConfig, as_student, on_rough_terrain
 from mjrl.tasks.velocity.task import velocity_task
-
-LEGS = ("FR", "FL", "RR", "RL")
-
-GO1 = RobotConfig(
-    mjcf="mjrl:velocity/go1.xml",
-    base_body="trunk",
-    joints=tuple(f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf")),
-    home_keyframe="home",
-    foot_geoms=tuple(f"{leg}_foot" for leg in LEGS),
-    # Touching the ground with the trunk or a thigh ends the episode; a calf is only penalised.
-    fatal_contact_geoms=("trunk", *(f"{leg}_thigh" for leg in LEGS)),
-    undesired_contact_geoms=("trunk", *(f"{leg}_{part}" for part in ("thigh", "calf") for leg in LEGS)),
-    mirror_names=(("FL", "FR"), ("RL", "RR")),
-)
 
 GO1_ENV = VelocityEnvConfig(
     robot=GO1,

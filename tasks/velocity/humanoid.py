@@ -24,8 +24,8 @@ and trains the 12 leg joints: 19 position coordinates instead of 30.
 
 import dataclasses
 
-from mjrl.envs.robot import RobotConfig
 from mjrl.rl.config import SymmetryConfig
+from mjrl.tasks.robots.humanoid import HUMANOID
 from mjrl.tasks.velocity.config import (
     AGENT,
     CommandConfig,
@@ -35,29 +35,6 @@ from mjrl.tasks.velocity.config import (
     VelocityEnvConfig,
 )
 from mjrl.tasks.velocity.task import velocity_task
-
-SIDES = ("left", "right")
-ARM_JOINTS = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll")
-UPPER_BODY_JOINTS = ("waist_yaw_joint", *(f"{side}_{joint}_joint" for side in SIDES for joint in ARM_JOINTS))
-"""What the CPU preset locks at home."""
-
-HUMANOID = RobotConfig(
-    mjcf="mjrl:velocity/humanoid.xml",
-    base_body="pelvis",
-    joints=(),  # the actuated joints in actuator order: legs, then waist and arms
-    home_keyframe="home",
-    foot_geoms=tuple(f"{side}_foot" for side in SIDES),
-    # Pelvis, torso, head, a thigh or an arm on the ground ends the episode; a shank is penalised.
-    fatal_contact_geoms=(
-        "pelvis",
-        "torso",
-        "head",
-        *(f"{side}_{part}" for side in SIDES for part in ("thigh", "upper_arm", "forearm")),
-    ),
-    undesired_contact_geoms=tuple(f"{side}_shank" for side in SIDES),
-    mirror_names=(("left", "right"),),
-    action_scale_from_torque=0.25,
-)
 
 # The leg joints a step swings, their offsets from home at mid-swing (rad): the sole rises about
 # 8 cm and stays level (test_the_reference_swing_lifts_the_swinging_foot_with_its_sole_level).

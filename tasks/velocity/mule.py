@@ -4,8 +4,8 @@ them from this config alone."""
 
 import dataclasses
 
-from mjrl.envs.robot import RobotConfig
 from mjrl.rl.config import SymmetryConfig
+from mjrl.tasks.robots.mule import MULE
 from mjrl.tasks.velocity.config import (
     AGENT,
     RandomizationConfig,
@@ -14,19 +14,6 @@ from mjrl.tasks.velocity.config import (
     on_rough_terrain,
 )
 from mjrl.tasks.velocity.task import velocity_task
-
-LEGS = ("LF", "RF", "LH", "RH")
-
-MULE = RobotConfig(
-    mjcf="mjrl:velocity/mule.xml",
-    base_body="base",
-    joints=tuple(f"{leg}_{joint}" for leg in LEGS for joint in ("HAA", "HFE", "KFE")),
-    home_keyframe="stand",
-    foot_geoms=tuple(f"{leg}_foot_geom" for leg in LEGS),
-    fatal_contact_geoms=("base_box", *(f"{leg}_thigh_geom" for leg in LEGS)),
-    undesired_contact_geoms=("base_box", *(f"{leg}_{part}_geom" for part in ("thigh", "shank") for leg in LEGS)),
-    mirror_names=(("LF", "RF"), ("LH", "RH")),
-)
 
 MULE_ENV = VelocityEnvConfig(
     robot=MULE,

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 import torch
 
+from mjrl.compat import MOVED_ROBOT_FILES
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 from mjrl.sim import TERRAIN_GEOM
@@ -28,7 +29,7 @@ long tensor on the env's device (a Python list would be copied there at every us
 
 
 OWN_ROBOT = "mjrl:"
-"""Prefix of an MJCF path that names one of mjrl's own robots (`mjrl:velocity/go1.xml`): a file
+"""Prefix of an MJCF path that names one of mjrl's own robots (`mjrl:robots/go1.xml`): a file
 of the installed `mjrl.tasks` package, wherever mjrl is installed."""
 
 
@@ -37,7 +38,8 @@ def robot_file(mjcf: str) -> Path:
     other path is the path as given. mjrl's robots are named so that a run's config.yaml plays
     and resumes on another machine. Configs written before named them by the absolute path of
     the installation that wrote them (`/any/site-packages/mjrl/tasks/velocity/go1.xml`): when
-    that file is missing, the same robot of this installation is used, and said."""
+    that file is missing, the same robot of this installation is used, and said. Names of
+    robots that moved since resolve to where they are now (`mjrl.compat.MOVED_ROBOT_FILES`)."""
     if mjcf.startswith(OWN_ROBOT):
         return _own_robot(mjcf.removeprefix(OWN_ROBOT)) or Path(mjcf)
     given = Path(mjcf)
@@ -51,9 +53,10 @@ def robot_file(mjcf: str) -> Path:
 
 
 def _own_robot(name: str) -> Path | None:
-    """The file `name` (`velocity/go1.xml`) of the installed `mjrl.tasks` package, if any."""
+    """The file `name` (`robots/go1.xml`) of the installed `mjrl.tasks` package, if any."""
     if ".." in Path(name).parts or Path(name).is_absolute():
         return None
+    name = MOVED_ROBOT_FILES.get(name, name)
     spec = importlib.util.find_spec("mjrl.tasks")  # the package's folder, without importing it
     folders = spec.submodule_search_locations or [] if spec is not None else []
     return next((Path(f) / name for f in folders if (Path(f) / name).is_file()), None)
@@ -66,7 +69,7 @@ class RobotConfig:
 
     mjcf: str
     """Path of the robot's MJCF, without a floor (the task composes the terrain in). Actuator k
-    must drive the k-th joint of `joints`. `mjrl:velocity/go1.xml` names one of mjrl's own
+    must drive the k-th joint of `joints`. `mjrl:robots/go1.xml` names one of mjrl's own
     robots, wherever mjrl is installed (see `robot_file`)."""
     base_body: str = "trunk"
     """The body of the free joint, whose velocity and orientation are the base's; or, for a

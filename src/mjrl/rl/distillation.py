@@ -24,10 +24,10 @@ import torch
 
 from mjrl.checkpoint import load_checkpoint, load_newest_checkpoint
 from mjrl.distributed import DistContext
-from mjrl.distributed.packing import NamedPack, split_like
 from mjrl.errors import UsageError
 from mjrl.rl.algorithm import EnvInfo, Observations, parameter_checksum, write_at_step
 from mjrl.rl.config import DistillationConfig, PolicyConfig, saved_policy_config
+from mjrl.rl.gradients import FlatGradients, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic, build_actor_critic
 from mjrl.rl.normalizer import merge_into, warm_up_normalizers
 from mjrl.rl.optim import Adam
@@ -91,6 +91,7 @@ class Distillation:
         # Only the actor's mean learns: the exploration noise stays at the policy's init_noise_std.
         self.optimizer = Adam(student.actor.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
+        self.gradients = FlatGradients(self.params, 1, ctx.device)  # the loss travels with them
         self.generator = torch.Generator(device=ctx.device)
 
     # ------------------------------------------------------------------------ collection
@@ -133,6 +134,7 @@ class Distillation:
         if self.policy.actor_normalizer is not None:  # for the next rollout, pooled over ranks
             merge_into(self.policy.actor_normalizer, raw, self.ctx)
         size = obs.shape[0]
+        self.gradients.attach()
         loss_sum = torch.zeros((), dtype=torch.float64, device=obs.device)
         updates = torch.zeros((), dtype=torch.float64, device=obs.device)
         for _ in range(cfg.num_learning_epochs):
@@ -140,26 +142,18 @@ class Distillation:
             for batch in perm.split(size // cfg.num_mini_batches):
                 # Squared distance of the student's mean from the teacher's action.
                 loss = ((self.policy.mean_action(obs[batch]) - labels[batch]) ** 2).mean()
-                self.optimizer.zero_grad()
                 with self.policy.matmul_precision():
-                    loss.backward()
-                skip = self._average_gradients(loss)
+                    # The log-std does not move the mean: its gradient is zero, not absent.
+                    grads = torch.autograd.grad(loss, self.params, allow_unused=True, materialize_grads=True)
+                # Averaged over ranks with the loss; a non-finite value on any rank skips the step.
+                self.gradients.fill(grads, [loss])
+                _, skip = self.gradients.average(self.ctx)
                 torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step(skip)  # decided on the device: the host does not wait
                 loss_sum += torch.where(skip, 0.0, loss.detach().double())
                 updates += ~skip
         storage.step.zero_()
         return {"behavior_loss": loss_sum, "steps": updates}
-
-    def _average_gradients(self, loss: torch.Tensor) -> torch.Tensor:
-        """Average the gradients and the loss over ranks in one all-reduce; returns whether any
-        of them is not finite (the same on every rank): then the step is skipped."""
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        flat = torch.cat([*(g.reshape(-1) for g in grads), loss.detach().reshape(1)])
-        self.ctx.all_reduce_mean(flat)
-        for p, averaged in zip(self.params, split_like(flat[:-1], self.params), strict=True):
-            p.grad = averaged.view_as(p)
-        return ~torch.isfinite(flat).all()
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
         return {
@@ -194,12 +188,8 @@ class Distillation:
             self.optimizer.load_state_dict(state["optimizer"])
 
     def broadcast_from_main(self) -> None:
-        if not self.ctx.is_distributed:
-            return
         tensors = [*self.policy.state_dict().values(), *self.teacher.state_dict().values()]
-        self.ctx.broadcast_tensors([*tensors, *self.optimizer.tensors()])
-        rate = NamedPack(torch.float64, self.ctx.device).add("learning_rate", self.optimizer.lr).broadcast(self.ctx)
-        self.optimizer.lr.copy_(rate["learning_rate"].view(()))
+        broadcast_learner_state(self.ctx, tensors, self.optimizer)
 
     def parameters(self) -> list[torch.Tensor]:
         return self.params

@@ -21,6 +21,7 @@ from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import Observations, parameter_checksum, write_at_step
 from mjrl.rl.config import PpoConfig
+from mjrl.rl.gradients import FlatGradients, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import moment_sums, update_from_sums, warm_up_normalizers
 from mjrl.rl.optim import Adam
@@ -186,16 +187,12 @@ class PPO:
         self.last_values = torch.zeros(num_envs, device=ctx.device)
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
-        # Every gradient is a view into one flat buffer, the actor's (with its log-std) first,
-        # followed by three slots: KL, loss and a non-finite flag. The finite check, the
-        # all-reduce and each network's clip are then one operation on the buffer or a slice,
-        # not one per parameter tensor (each costs host time on a GPU, whatever its size).
+        # The gradients in one flat buffer, the actor's (with its log-std) first, so that each
+        # network's clip is a slice; the KL and the loss travel with them.
         critic = {id(p) for p in policy.critic.parameters()}
         self.grad_order = [p for p in self.params if id(p) not in critic] + [p for p in self.params if id(p) in critic]
         self.actor_grad_size = sum(p.numel() for p in self.grad_order if id(p) not in critic)
-        self.grad_size = sum(p.numel() for p in self.grad_order)
-        self.flat_grad = torch.zeros(self.grad_size + 3, device=ctx.device)
-        self._attach_gradients()
+        self.gradients = FlatGradients(self.grad_order, 2, ctx.device)
         self.generator = torch.Generator(device=ctx.device)
         self.consecutive_skips = torch.zeros((), dtype=torch.float64, device=ctx.device)
         """Gradient steps (updates, in "rollout" sync mode) skipped in a row for a non-finite value,
@@ -282,7 +279,7 @@ class PPO:
         explained variance), for the caller to pool over ranks with its other metrics and turn
         into means with `update_metrics`."""
         cfg = self.cfg
-        self._attach_gradients()
+        self.gradients.attach()
         batch, returns = self._rollout_batch(buf, last_values)
         size = batch["actions"].shape[0]
         mb_size = size // cfg.num_mini_batches
@@ -370,8 +367,9 @@ class PPO:
             grads = torch.autograd.grad(loss, self.grad_order)
         # One copy into the flat buffer that the all-reduce, the clip and Adam read
         # (a backward into views of it adds into each one: a kernel per parameter).
-        torch.cat([grad.reshape(-1) for grad in grads], out=self.flat_grad[: self.grad_size])
-        kl_mean, skip = self._gradient_step_inputs(kl, loss, per_step_sync)
+        self.gradients.fill(grads, [kl, loss])
+        scalars, skip = self.gradients.average(self.ctx, per_step_sync)
+        kl_mean = scalars[0]
 
         # Adaptive learning rate from the rank-averaged KL: every rank computes the
         # same rate itself.
@@ -437,36 +435,17 @@ class PPO:
         target = self.mirrors["actions"](means[:originals]).detach()
         return ((mirrored_means - target) ** 2).mean()
 
-    def _attach_gradients(self) -> None:
-        """(Re)make every parameter's `.grad` a view into `flat_grad`, where each minibatch step
-        writes its gradients, for Adam to read (in case some code replaced them meanwhile)."""
-        for p, grad in zip(self.grad_order, split_like(self.flat_grad[: self.grad_size], self.grad_order), strict=True):
-            p.grad = grad
-
     def clip_gradients(self) -> None:
         """Scale gradients down to a norm of at most `max_grad_norm`: the global norm, or the
         actor's (with its log-std) and the critic's separately."""
+        flat, size = self.gradients.buffer, self.gradients.size
         if self.cfg.clip_networks_separately:
-            parts = (self.flat_grad[: self.actor_grad_size], self.flat_grad[self.actor_grad_size : self.grad_size])
+            parts = (flat[: self.actor_grad_size], flat[self.actor_grad_size : size])
         else:
-            parts = (self.flat_grad[: self.grad_size],)
+            parts = (flat[:size],)
         for part in parts:
             norm = torch.linalg.vector_norm(part)
             part.mul_((self.cfg.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
-
-    def _gradient_step_inputs(
-        self, kl: torch.Tensor, loss: torch.Tensor, synchronise: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The KL and whether any gradient (or the loss or KL) is not finite, as tensors. With
-        `synchronise`, all of them are first averaged over ranks in one all-reduce, non-finite
-        values zeroed: a flag set on any rank makes every rank skip."""
-        flat, n = self.flat_grad, self.grad_size
-        flat[n : n + 2] = torch.stack([kl, loss.detach()])
-        flat[n + 2] = (~torch.isfinite(flat[: n + 2]).all()).float()
-        if synchronise and self.ctx.is_distributed:
-            flat.nan_to_num_(0.0, 0.0, 0.0)
-            self.ctx.all_reduce_mean(flat)
-        return flat[n], flat[n + 2] > 0
 
     def _count_skip(self, skip: torch.Tensor) -> None:
         """One more skip in a row, or none since the last step taken."""
@@ -526,11 +505,7 @@ class PPO:
 
     def broadcast_from_main(self) -> None:
         """Weights, normaliser statistics and Adam's moments as tensors, then the learning rate."""
-        if not self.ctx.is_distributed:
-            return
-        self.ctx.broadcast_tensors([*self.policy.state_dict().values(), *self.optimizer.tensors()])
-        rate = NamedPack(torch.float64, self.ctx.device).add("learning_rate", self.optimizer.lr).broadcast(self.ctx)
-        self.optimizer.lr.copy_(rate["learning_rate"].view(()))
+        broadcast_learner_state(self.ctx, list(self.policy.state_dict().values()), self.optimizer)
 
     def parameters(self) -> list[torch.Tensor]:
         return self.params
