@@ -44,7 +44,7 @@ from common import build_runner, train_config
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
-    from mjrl.rl.ppo import RolloutBuffer
+    from mjrl.rl.storage import RolloutBuffer
     from mjrl.runner.runner import Runner
 
 Mode = Literal["inline", "inline-unrolled"]

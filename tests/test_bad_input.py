@@ -127,6 +127,7 @@ CASES = {
     "launcher-procs": (["train", BALANCE, "--nproc-per-node", "100000"], "cores this launcher may use"),
     "launcher-nodes": (["train", BALANCE, "--nproc-per-node", "1", "--nnodes", "0"], "--nnodes must be at least 1"),
     "launcher-restarts": (["train", BALANCE, "--nproc-per-node", "1", "--max-restarts", "-1"], "--max-restarts"),
+    "fault-malformed": (["train", BALANCE, "--fault", "bogus"], "expected KIND@RANK:ITERATION"),
     "cuda-graphs-on-cpu": (["train", BALANCE, "--runner.cuda-graphs", "on"], "--runner.cuda-graphs on: the loop runs"),
     # mjrl slurm: nothing is written (--out) or submitted
     "slurm-no-nodes": (["mjrl", "slurm", BALANCE, "--nodes", "0", "--out", "{out}/job.sh"],

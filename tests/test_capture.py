@@ -21,7 +21,7 @@ from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
 from mjrl.rl import make_algorithm
 from mjrl.runner.config import TrainConfig
-from mjrl.runner.faults import Fault
+from mjrl.runner.faults import fault_hooks
 from mjrl.runner.graphs import CAPTURED, Graph, LoopGraphs, choose_graphs, loop_graphs, why_not_graphs
 from mjrl.runner.runner import Runner, warm_up
 from mjrl.runner.state import TrainingState
@@ -146,8 +146,7 @@ def test_the_runner_with_loop_graphs_logs_what_the_eager_runner_logs(tmp_path):
     for graphed in (False, True):
         task_name = "Mjrl-Velocity-Flat-Quadruped" if DEVICE == "cpu" else GPU_EXACT_TASKS[0]
         runner = build(task_name, tmp_path / str(graphed), None, graphed, max_iterations=6, save_interval=3)
-        runner.cfg = dataclasses.replace(runner.cfg, fault="nan@0:4")  # NaN actions in iteration 4
-        runner.fault = Fault.parse(runner.cfg.fault)
+        runner.hooks = fault_hooks("nan@0:4", rank=0, restart_count=0)  # NaN actions in iteration 4
         summary = runner.run()
         if graphed:  # iterations 0 and 4 eager, 1 captured: 2, 3 and 5 replayed
             assert runner.graphs.replays == 2 * 3

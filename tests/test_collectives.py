@@ -108,7 +108,8 @@ def _rollout(envs: slice) -> dict:
 def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
     from mjrl.rl.config import PpoConfig
     from mjrl.rl.networks import ActorCritic
-    from mjrl.rl.ppo import PPO, RolloutBuffer
+    from mjrl.rl.ppo import PPO
+    from mjrl.rl.storage import RolloutBuffer
 
     torch.manual_seed(0)  # identical initial weights on every rank
     policy = ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True)

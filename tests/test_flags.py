@@ -13,12 +13,13 @@ from conftest import TINY_RUN, last_json, run_main
 
 from mjrl.cli.flags import known_flags, rename_known_flags
 from mjrl.cli.train import parse_train_args
+from mjrl.compat import SPLIT_SECTIONS
 from mjrl.runner.config import TrainConfig
 from mjrl.tasks import load_task
 
 TASK = "Mjrl-Cartpole-Balance"
 DEFAULT = TrainConfig.for_task(load_task(TASK))
-SECTIONS = TrainConfig.split["agent"]
+SECTIONS = SPLIT_SECTIONS["TrainConfig.agent"]
 
 
 def _value_tokens(value) -> list[str]:

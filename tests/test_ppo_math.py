@@ -9,7 +9,8 @@ import torch
 
 from mjrl.rl.networks import ActorCritic, DeployedActor, DiagonalGaussian
 from mjrl.rl.normalizer import RunningNormalizer, moment_sums, update_from_sums
-from mjrl.rl.ppo import compute_gae, gaussian_kl, surrogate_loss, value_loss
+from mjrl.rl.ppo import gaussian_kl, surrogate_loss, value_loss
+from mjrl.rl.storage import compute_gae
 
 
 def test_gae_matches_hand_computation_with_episode_boundary():

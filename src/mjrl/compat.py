@@ -1,4 +1,4 @@
-"""What older runs wrote, read as today's: one place for the checkpoint format's history.
+"""What older runs and older habits wrote, read as today's: every compatibility shim of mjrl.
 
 `mjrl.checkpoint.load_checkpoint` passes every checkpoint through `upgrade_checkpoint`, so the
 code that reads a checkpoint sees the current format (`mjrl.checkpoint.FORMAT`) only. What each
@@ -12,9 +12,11 @@ Robot files that moved: mjrl's robots lived in the velocity task's folder until 
 (`mjrl:velocity/go1.xml`); they are `mjrl:robots/go1.xml` now, and the old names still resolve
 (`MOVED_ROBOT_FILES`, read by `mjrl.envs.robot.robot_file`).
 
-Older config files are read by the configs themselves (`mjrl.config.apply_dict`: each config
-class declares the keys it renamed, retired or split), and older command lines by
-`mjrl.cli.flags`.
+Older config files (a run's config.yaml, a `--config` file) are read through three tables,
+keyed by the config class and the key (`RobotConfig.floor_geom`), which
+`mjrl.config.apply_dict` consults wherever the class stands in the file; older command lines
+and mjlab's spellings through `FLAG_SPELLINGS` and the same `SPLIT_SECTIONS` (`mjrl.cli.flags`:
+the flag that holds the value now, with a note).
 """
 
 from __future__ import annotations
@@ -22,6 +24,28 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+RENAMED_KEYS = {
+    # Runs from before the robot became config (issue 12) named the base "trunk".
+    "RandomizationConfig.trunk_mass_offset": "base_mass_offset",
+}
+"""A key of older files, as CLASS.KEY -> its name now."""
+
+RETIRED_KEYS = frozenset({
+    # The floor left the robots' files with issue 22; older runs' config.yaml still name it.
+    "RobotConfig.floor_geom",
+})  # fmt: skip
+"""Keys of older files that mean nothing now, as CLASS.KEY: ignored when read."""
+
+SPLIT_SECTIONS = {
+    # Runs before issue 23 had one `agent` section; each key goes to the section with the field.
+    "TrainConfig.agent": ("runner", "algorithm", "policy"),
+}
+"""An older section, as CLASS.SECTION -> the sections of CLASS that now hold its keys."""
+
+FLAG_SPELLINGS = {"--env.scene.num-envs": "--env.num-envs", "--agent.seed": "--seed"}
+"""mjlab's spellings of mjrl's flags (`--agent.max-iterations` and `--agent.save-interval`, also
+mjrl's own former spellings, are found through `SPLIT_SECTIONS`)."""
 
 MOVED_ROBOT_FILES = {f"velocity/{name}.xml": f"robots/{name}.xml" for name in ("go1", "mule", "humanoid")}
 """An own robot's old name (under `mjrl:`, or the end of an installation's absolute path) -> its

@@ -3,10 +3,8 @@ numeric ranges each config class declares in its `bounds`.
 
 A config class may also declare:
 - `flattened`: nested configs whose fields read as the parent's own (flags without a prefix,
-  flat keys in files);
-- `renamed`: old field name -> field, for the files of older runs;
-- `retired`: old field names, ignored when read;
-- `split`: an older section -> the sections that now hold its keys.
+  flat keys in files).
+The keys older files named otherwise are `mjrl.compat`'s (renamed, retired, split sections).
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ import types
 import typing
 from typing import Any, Literal
 
+from mjrl.compat import RENAMED_KEYS, RETIRED_KEYS, SPLIT_SECTIONS
 from mjrl.errors import UsageError
 
 
@@ -41,18 +40,17 @@ def _flattened(cfg: Any) -> tuple[str, ...]:
 
 def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
     """Return `cfg` with the (possibly partial, nested) `values` applied; unknown keys are errors.
-    Keys of a `flattened` nested config may stand at this level (as `to_dict` writes them), and a
-    config's `renamed` (old name -> field) and `retired` (old names, ignored) let the config.yaml
-    of older runs load."""
+    Keys of a `flattened` nested config may stand at this level (as `to_dict` writes them), and
+    the keys `mjrl.compat` knows older files by load too; `where` (the path of `cfg` in the
+    file, `env.`) names a key in messages."""
     hints = typing.get_type_hints(type(cfg))
     fields = {f.name: f for f in dataclasses.fields(cfg)}
     changes = {}
     values = _nest_flattened(cfg, _spread_split(cfg, values, where))
-    renamed, retired = getattr(type(cfg), "renamed", {}), getattr(type(cfg), "retired", ())
     for key, value in values.items():
         name = key.replace("-", "_")
-        name = renamed.get(name, name)  # a key of an older run's config.yaml
-        if name in retired:
+        name = RENAMED_KEYS.get(f"{type(cfg).__name__}.{name}", name)  # a key of an older file
+        if f"{type(cfg).__name__}.{name}" in RETIRED_KEYS:
             continue
         if name not in fields:
             raise UsageError(f"unknown config key '{where}{key}'; valid keys: {', '.join(fields)}")
@@ -67,10 +65,10 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
 
 
 def _spread_split(cfg: Any, values: dict, where: str) -> dict:
-    """`values` with each older section named in the config's `split` spread over the sections
+    """`values` with each older section of `mjrl.compat.SPLIT_SECTIONS` spread over the sections
     that now hold its keys (a key of the older section stays an error if no section has it)."""
     values = dict(values)
-    for old, sections in getattr(type(cfg), "split", {}).items():
+    for old, sections in split_sections(cfg).items():
         if old not in values:
             continue
         if not isinstance(values[old], dict):
@@ -82,6 +80,12 @@ def _spread_split(cfg: Any, values: dict, where: str) -> dict:
                 raise UsageError(f"unknown config key '{where}{old}.{key}'; valid keys: {valid}")
             values[owner] = {**values.get(owner, {}), key: value}
     return values
+
+
+def split_sections(cfg: Any) -> dict[str, tuple[str, ...]]:
+    """The older sections of `cfg`'s class -> the sections of `cfg` that hold their keys now."""
+    prefix = f"{type(cfg).__name__}."
+    return {key.removeprefix(prefix): sections for key, sections in SPLIT_SECTIONS.items() if key.startswith(prefix)}
 
 
 def _field_names(cfg: Any) -> tuple[str, ...]:

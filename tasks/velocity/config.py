@@ -221,8 +221,6 @@ class RandomizationConfig:
         "push_velocity": ">= 0",
         "push_interval_s": ("> 0", "ordered"),
     }
-    # Runs from before the robot became config (issue 12) named the base "trunk".
-    renamed: ClassVar[dict] = {"trunk_mass_offset": "base_mass_offset"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,9 +16,8 @@ from typing import Any, TextIO
 
 import tyro
 
-# mjlab's spellings of mjrl's flags (`--agent.max-iterations` and `--agent.save-interval` are also
-# mjrl's own former spellings, found through the config's `split`).
-MJLAB_SPELLINGS = {"--env.scene.num-envs": "--env.num-envs", "--agent.seed": "--seed"}
+from mjrl.compat import FLAG_SPELLINGS
+from mjrl.config import split_sections
 
 
 def rename_known_flags(args: list[str], default: Any, notes: TextIO | None = None) -> list[str]:
@@ -42,12 +41,12 @@ def _new_name(name: str, default: Any, flags: set[str]) -> str | None:
     if not name.startswith("--") or name in flags:
         return None
     spelled = name.replace("_", "-")
-    if spelled in MJLAB_SPELLINGS:
-        new = MJLAB_SPELLINGS[spelled]
+    if spelled in FLAG_SPELLINGS:
+        new = FLAG_SPELLINGS[spelled]
         if new == "--env.num-envs" and "--num-envs" in flags:
             new = "--num-envs"  # play's own count, which its env is built with
         return new if new in flags else None
-    for old, sections in getattr(type(default), "split", {}).items():
+    for old, sections in split_sections(default).items():
         if spelled.startswith(f"--{old}."):
             rest = spelled.removeprefix(f"--{old}.")
             return next((f"--{s}.{rest}" for s in sections if f"--{s}.{rest}" in flags), None)

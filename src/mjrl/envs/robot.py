@@ -108,9 +108,6 @@ class RobotConfig:
         """The MJCF file this config names (`robot_file`)."""
         return robot_file(self.mjcf)
 
-    # The floor left the robots' files with issue 22; older runs' config.yaml still name it.
-    retired: ClassVar[tuple[str, ...]] = ("floor_geom",)
-
 
 @dataclasses.dataclass(frozen=True)
 class Robot:

@@ -1,6 +1,7 @@
 """What every gradient learner shares across ranks, written once: its gradients averaged in one
-all-reduce with the scalars that travel with them, and its weights, optimizer state and learning
-rate broadcast from rank 0 (PPO and distillation use both; a new algorithm should too)."""
+all-reduce with the scalars that travel with them (or, synchronising once per update, the
+update's change), and its weights, optimizer state and learning rate broadcast from rank 0 (PPO
+and distillation use them; a new algorithm should too)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,25 @@ def broadcast_learner_state(ctx: DistContext, tensors: Sequence[torch.Tensor], o
     ctx.broadcast_tensors([*tensors, *optimizer.tensors()])
     rate = NamedPack(torch.float64, ctx.device).add("learning_rate", optimizer.lr).broadcast(ctx)
     optimizer.lr.copy_(rate["learning_rate"].view(()))
+
+
+def average_update(
+    ctx: DistContext,
+    tensors: Sequence[torch.Tensor],
+    start: Sequence[torch.Tensor],
+    kl: torch.Tensor,
+    skip: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Synchronising once per update (PPO's "rollout" mode): the change of `tensors` (parameters
+    and optimizer state) since `start` averaged over ranks in one all-reduce with the KL and the
+    skip flag, written back; if any rank met a non-finite value, every rank returns to `start`.
+    Returns (the averaged KL, whether any rank skipped)."""
+    deltas = [(now.detach() - before).reshape(-1) for now, before in zip(tensors, start, strict=True)]
+    pack = NamedPack(torch.float32, kl.device)
+    pack.add("deltas", torch.cat(deltas)).add("kl", kl).add("skip", skip.float())
+    mean = pack.all_reduce_mean(ctx)
+    any_skip = mean["skip"] > 0
+    with torch.no_grad():
+        for tensor, before, delta in zip(tensors, start, split_like(mean["deltas"], tensors), strict=True):
+            tensor.copy_(torch.where(any_skip, before, before + delta.to(tensor.dtype)))
+    return mean["kl"], any_skip

@@ -1,7 +1,8 @@
-"""Proximal Policy Optimisation: rollout storage, GAE and the update, in one file.
+"""Proximal Policy Optimisation: its losses and the update, in one file.
 
-Read top to bottom: `RolloutBuffer` holds one iteration's data, `compute_gae` turns rewards
-into advantages and returns, `PPO` collects into its buffer through the `Algorithm` interface
+Read top to bottom, beside `storage.py` (`RolloutBuffer` holds one iteration's data,
+`compute_gae` turns rewards into advantages and returns): `PPO` collects into its buffer
+through the `Algorithm` interface
 (`act`, `process_env_step`, `compute_returns`) and `PPO.update` runs epochs x minibatches of
 clipped-surrogate steps. Every statistic that must agree across ranks goes through `ctx` (the
 distributed context); with one process those reductions are the identity.
@@ -9,99 +10,23 @@ distributed context); with one process those reductions are the identity.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from mjrl.distributed import DistContext
-from mjrl.distributed.packing import NamedPack, split_like
+from mjrl.distributed.packing import NamedPack
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
-from mjrl.rl.algorithm import Observations, parameter_checksum, write_at_step
+from mjrl.rl.algorithm import Observations, parameter_checksum
 from mjrl.rl.config import PpoConfig
-from mjrl.rl.gradients import FlatGradients, broadcast_learner_state
+from mjrl.rl.gradients import FlatGradients, average_update, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import moment_sums, update_from_sums, warm_up_normalizers
 from mjrl.rl.optim import Adam
-from mjrl.rl.statistics import STEP_STATISTICS, rollout_sums, update_metrics
-
-
-@dataclasses.dataclass
-class RolloutBuffer:
-    """One iteration of experience, (T, N, ...) tensors. Observations are stored raw; they are
-    normalised with the statistics that were in force while they were collected."""
-
-    actor_obs: torch.Tensor
-    critic_obs: torch.Tensor
-    actions: torch.Tensor
-    log_probs: torch.Tensor
-    values: torch.Tensor
-    rewards: torch.Tensor
-    dones: torch.Tensor
-    action_mean: torch.Tensor
-    action_std: torch.Tensor
-    step: torch.Tensor
-    """(1,) long: the step the next `store` writes, on the device (see `write_at_step`)."""
-
-    @classmethod
-    def allocate(
-        cls, steps: int, envs: int, actor_dim: int, critic_dim: int, num_actions: int, device: torch.device
-    ) -> RolloutBuffer:
-        def zeros(*shape: int) -> torch.Tensor:
-            return torch.zeros(steps, envs, *shape, device=device)
-
-        return cls(
-            zeros(actor_dim),
-            zeros(critic_dim),
-            zeros(num_actions),
-            zeros(),
-            zeros(),
-            zeros(),
-            zeros(),
-            zeros(num_actions),
-            zeros(num_actions),
-            torch.zeros(1, dtype=torch.long, device=device),
-        )
-
-    def store(self, **fields: torch.Tensor) -> None:
-        """Write fields of the current step (the step advances with `next_step`)."""
-        for name, value in fields.items():
-            write_at_step(getattr(self, name), self.step, value)
-
-    def next_step(self) -> None:
-        self.step += 1
-
-    def restart(self) -> None:
-        self.step.zero_()
-
-
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    last_values: torch.Tensor,
-    gamma: float,
-    lam: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation over (T, N) tensors.
-
-    `dones[t]` marks that the episode ended after step t (terminated or truncated): nothing is
-    bootstrapped across it. Truncated episodes already carry gamma * V(final obs) in their
-    reward, so their value is not lost. Returns (advantages, returns).
-    """
-    # The one-step errors of every step at once; only the discounted sum runs backwards, two
-    # kernels a step (the same operations, in the same order, as a step-by-step loop).
-    not_done = 1.0 - dones
-    next_values = torch.cat([values[1:], last_values.unsqueeze(0)])
-    deltas = rewards + gamma * next_values * not_done - values
-    decay = gamma * lam * not_done
-    advantages = torch.empty_like(rewards)
-    next_advantage = torch.zeros_like(last_values)
-    for t in reversed(range(rewards.shape[0])):
-        next_advantage = torch.add(deltas[t], decay[t] * next_advantage, out=advantages[t])
-    return advantages, advantages + values
+from mjrl.rl.statistics import STEP_STATISTICS, StepTotals, rollout_sums, update_metrics
+from mjrl.rl.storage import RolloutBuffer, compute_gae
 
 
 def gaussian_kl(
@@ -130,32 +55,6 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 
 class NonFiniteUpdate(RuntimeError):
     """Too many consecutive updates had a non-finite loss or gradient on some rank."""
-
-
-@dataclasses.dataclass
-class _StepTotals:
-    """What an update's minibatch steps add up, on the device (a skipped step adds nothing)."""
-
-    sums: torch.Tensor
-    """`STEP_STATISTICS`, summed."""
-    symmetry: torch.Tensor
-    """The mirror loss, summed."""
-    updates: torch.Tensor
-    """Steps taken (float32, as the KL mean divides by it)."""
-    skipped: torch.Tensor
-    """Whether any step was skipped."""
-    learning_rate: torch.Tensor
-    """The rate each step used (the adaptive schedule moves it within the update), summed."""
-
-    @classmethod
-    def zeros(cls, device: torch.device) -> _StepTotals:
-        return cls(
-            sums=torch.zeros(len(STEP_STATISTICS), device=device),
-            symmetry=torch.zeros((), device=device),
-            updates=torch.zeros((), device=device),
-            skipped=torch.zeros((), dtype=torch.bool, device=device),
-            learning_rate=torch.zeros((), dtype=torch.float64, device=device),
-        )
 
 
 class PPO:
@@ -288,7 +187,7 @@ class PPO:
         # the host never waits for a minibatch step to finish.
         per_step_sync = cfg.sync == "gradients"
         start = None if per_step_sync else self._snapshot()
-        totals = _StepTotals.zeros(self.ctx.device)
+        totals = StepTotals.zeros(self.ctx.device)
         for _ in range(cfg.num_learning_epochs):
             # A fresh permutation every epoch, applied once; minibatches are consecutive chunks.
             perm = torch.randperm(size, device=self.ctx.device, generator=self.generator)
@@ -349,7 +248,7 @@ class PPO:
         }
         return batch, returns
 
-    def _minibatch_step(self, mb: dict[str, torch.Tensor], per_step_sync: bool, totals: _StepTotals) -> None:
+    def _minibatch_step(self, mb: dict[str, torch.Tensor], per_step_sync: bool, totals: StepTotals) -> None:
         """One gradient step on a minibatch (and its mirror image), added to `totals`."""
         cfg = self.cfg
         originals = mb["actions"].shape[0]
@@ -459,20 +358,12 @@ class PPO:
     def _average_rollout_update(
         self, start: list[torch.Tensor], local_kl: torch.Tensor, local_skip: torch.Tensor
     ) -> None:
-        """Average the change of parameters and Adam moments over ranks with one all-reduce;
-        if any rank met a non-finite value, every rank returns to the starting state."""
-        current = [*self.params, *self.optimizer.tensors()]
-        deltas = [(now.detach() - before).reshape(-1) for now, before in zip(current, start, strict=True)]
-        pack = NamedPack(torch.float32, local_kl.device)
-        pack.add("deltas", torch.cat(deltas)).add("kl", local_kl).add("skip", local_skip.float())
-        mean = pack.all_reduce_mean(self.ctx)
-        any_skip = mean["skip"] > 0
-        with torch.no_grad():
-            for tensor, before, delta in zip(current, start, split_like(mean["deltas"], current), strict=True):
-                tensor.copy_(torch.where(any_skip, before, before + delta.to(tensor.dtype)))
+        """The update's change averaged over ranks (`average_update`), then the skip count and
+        the adaptive rate from the averaged KL."""
+        kl, any_skip = average_update(self.ctx, [*self.params, *self.optimizer.tensors()], start, local_kl, local_skip)
         self._count_skip(any_skip)
         if self.cfg.schedule == "adaptive":
-            self._adapt_learning_rate(mean["kl"], any_skip)
+            self._adapt_learning_rate(kl, any_skip)
 
     # ------------------------------------------------------------------------------ common
 

@@ -7,6 +7,7 @@ figures.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -47,3 +48,29 @@ def update_metrics(totals: Mapping[str, float]) -> dict[str, float]:
     steps = max(totals["steps"], 1.0)
     means = {name: totals[name] / steps for name in (*STEP_STATISTICS, "mean_learning_rate")}
     return {**means, "explained_variance": explained_variance(totals)}
+
+
+@dataclasses.dataclass
+class StepTotals:
+    """What an update's minibatch steps add up, on the device (a skipped step adds nothing)."""
+
+    sums: torch.Tensor
+    """`STEP_STATISTICS`, summed."""
+    symmetry: torch.Tensor
+    """The mirror loss, summed."""
+    updates: torch.Tensor
+    """Steps taken (float32, as the KL mean divides by it)."""
+    skipped: torch.Tensor
+    """Whether any step was skipped."""
+    learning_rate: torch.Tensor
+    """The rate each step used (the adaptive schedule moves it within the update), summed."""
+
+    @classmethod
+    def zeros(cls, device: torch.device) -> StepTotals:
+        return cls(
+            sums=torch.zeros(len(STEP_STATISTICS), device=device),
+            symmetry=torch.zeros((), device=device),
+            updates=torch.zeros((), device=device),
+            skipped=torch.zeros((), dtype=torch.bool, device=device),
+            learning_rate=torch.zeros((), dtype=torch.float64, device=device),
+        )

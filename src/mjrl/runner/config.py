@@ -104,9 +104,6 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
         "video_seconds": "> 0",
     }
     """Ranges of the numeric fields, checked by `check_numbers` (as in every config class)."""
-    split: ClassVar[dict[str, tuple[str, ...]]] = {"agent": ("runner", "algorithm", "policy")}
-    """Sections of older config files whose keys now live in one of these sections: the
-    `agent` section of runs before issue 23 (each key goes to the section that has the field)."""
     flattened: ClassVar[tuple[str, ...]] = ("launch",)
     """Nested configs whose fields read as this config's own: their flags have no prefix, and
     `to_dict` and `apply_dict` write and read their keys flat, as config files and checkpoints

@@ -20,6 +20,8 @@ import time
 import torch
 
 from mjrl.errors import UsageError
+from mjrl.rl import Algorithm
+from mjrl.runner.hooks import LoopHook
 
 KINDS = ("raise", "exit", "kill", "hang", "perturb", "nan", "slow")
 SLOW_S = 8.0
@@ -75,3 +77,30 @@ def nan_actions(actions: torch.Tensor) -> torch.Tensor:
     corrupted = actions.clone()
     corrupted[: actions.shape[0] // 2] = float("nan")
     return corrupted
+
+
+class FaultHook(LoopHook):
+    """`--fault` as a loop hook: at its iteration, on its rank, on a job's first attempt only,
+    it ends or stops the process, perturbs a parameter, sleeps, or (`nan`) corrupts that
+    iteration's actions."""
+
+    def __init__(self, fault: Fault, rank: int, restart_count: int) -> None:
+        self.fault, self.rank, self.restart_count = fault, rank, restart_count
+        self.corrupt = False
+        """This iteration's actions are corrupted (`nan`)."""
+
+    def iteration_start(self, iteration: int, algorithm: Algorithm) -> bool:
+        due = self.fault.due(self.rank, iteration, self.restart_count)
+        self.corrupt = due and self.fault.kind == "nan"
+        if due and not self.corrupt:
+            self.fault.trigger(algorithm.parameters())
+        return self.corrupt
+
+    def actions(self, actions: torch.Tensor) -> torch.Tensor:
+        return nan_actions(actions) if self.corrupt else actions
+
+
+def fault_hooks(spec: str, rank: int, restart_count: int) -> list[LoopHook]:
+    """The hooks for `--fault SPEC` (none without one); a malformed SPEC raises UsageError."""
+    fault = Fault.parse(spec)
+    return [] if fault is None else [FaultHook(fault, rank, restart_count)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,9 @@ from mjrl.envs import Task, VecEnv, check_task_spec, symmetry_problem
 from mjrl.errors import UsageError
 from mjrl.rl import AgentConfig, Algorithm, check_agent_config, make_algorithm
 from mjrl.runner.config import TrainConfig, validate
-from mjrl.runner.faults import Fault, nan_actions
+from mjrl.runner.faults import fault_hooks
 from mjrl.runner.graphs import LoopGraphs, loop_graphs
+from mjrl.runner.hooks import LoopHook
 from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
 from mjrl.runner.outputs import RunOutputs
 from mjrl.runner.start import agree_on_run, reseed_after_resume, restore_weights_everywhere, seed_everything
@@ -56,6 +57,7 @@ class Runner:
         stop: StopFlag,
         given: TrainConfig | None = None,
         graphs: LoopGraphs | None = None,
+        hooks: Sequence[LoopHook] = (),
     ):
         self.task = task
         self.task_name = task.name
@@ -68,8 +70,9 @@ class Runner:
         self.run_dir = run_dir
         self.state = state
         self.outputs = RunOutputs(ctx, run_dir)
-        self.fault = Fault.parse(cfg.fault)
-        self.corrupt_actions = False  # this iteration's actions are corrupted (--fault nan@...)
+        self.hooks = list(hooks)
+        """Code added at the loop's fixed points (`runner/hooks.py`: `--fault`'s injections)."""
+        self.hooked_iteration = False  # a hook acts inside this iteration's rollout
         self.stop = stop
         self.saved_on_stop = False
         self.env_states: list[dict[str, torch.Tensor]] = []
@@ -95,7 +98,7 @@ class Runner:
         stop_signal = 0
         try:
             while self.state.iteration < max_it:
-                self._inject_fault()
+                self._hooks_at_iteration_start()
                 clips = self.outputs.clips
                 if clips is not None and self.state.iteration % self.cfg.video_interval == 0:
                     clips.start(self.state.iteration)
@@ -128,7 +131,7 @@ class Runner:
             self.gather_env_states()
             if self.ctx.watchdog is not None:
                 self.ctx.watchdog.disarm()
-            self._inject_fault()
+            self._hooks_at_iteration_start()
             checkpoint = self.save()
             if stop_signal:
                 raise Preempted(stop_signal, self.state.iteration, checkpoint, self.run_dir)
@@ -153,11 +156,11 @@ class Runner:
     def _eager_iteration(self, session_iterations: int) -> bool:
         """Whether this iteration needs Python inside its rollout, so runs eagerly: a session's
         first (what is made at a first use, made outside the graphs), one whose video is being
-        recorded, whose fault is injected, or after a stop was asked for (which the rollout's
-        steps check)."""
+        recorded, one a hook acts in (a fault injected into the actions), or after a stop was
+        asked for (which the rollout's steps check)."""
         clips = self.outputs.clips
         recording = clips is not None and clips.recording
-        return session_iterations == 0 or recording or self.corrupt_actions or self.stop.requested
+        return session_iterations == 0 or recording or self.hooked_iteration or self.stop.requested
 
     def _clock(self) -> float:
         """The time once the device has run what was queued: on a GPU the host runs ahead,
@@ -190,8 +193,8 @@ class Runner:
             if self.stop.requested and not self.saved_on_stop:
                 self._save_on_stop()
             actions = algorithm.act(obs)
-            if self.corrupt_actions:
-                actions = nan_actions(actions)
+            for hook in self.hooks:
+                actions = hook.actions(actions)
             obs, rewards, terminated, truncated, extras = env.step(actions)
             if clips is not None and clips.recording:
                 clips.record(env.sim.qpos)
@@ -259,12 +262,10 @@ class Runner:
         export_policy(self.env, self.algorithm.inference_policy(), self.cfg.export, out, source)
         print(f"exported {out}", flush=True)
 
-    def _inject_fault(self) -> None:
-        """Testing only (--fault): the NaN fault lasts one iteration, the others end the process."""
-        due = self.fault is not None and self.fault.due(self.ctx.rank, self.state.iteration, self.ctx.restart_count)
-        self.corrupt_actions = due and self.fault.kind == "nan"
-        if due and self.fault.kind != "nan":
-            self.fault.trigger(self.algorithm.parameters())
+    def _hooks_at_iteration_start(self) -> None:
+        """Every hook's turn before an iteration (and before the last save)."""
+        acting = [hook.iteration_start(self.state.iteration, self.algorithm) for hook in self.hooks]
+        self.hooked_iteration = any(acting)
 
     def _check_replicas(self) -> None:
         interval = self.cfg.runner.replica_check_interval
@@ -326,11 +327,13 @@ def train(
     ctx: DistContext,
     stop: StopFlag | None = None,
     given: TrainConfig | None = None,
+    hooks: Sequence[LoopHook] = (),
 ) -> dict[str, Any]:
     """Run (or resume) one training job on this rank; returns its summary. `given` is the config
     as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
-    its workers a changed one)."""
+    its workers a changed one); `hooks` run at the loop's fixed points, after `--fault`'s."""
     validate(cfg)
+    hooks = [*fault_hooks(cfg.fault, ctx.rank, ctx.restart_count), *hooks]
     spec = task.build(cfg.env)
     check_task_spec(spec)
     check_agent_config(cfg, task.name, set(spec.observations), lambda: symmetry_problem(spec))
@@ -364,7 +367,8 @@ def train(
         state.env_steps = warm_up(env, algorithm, ctx, cfg)
     if resumed and ctx.is_main:
         print(f"resuming {run_dir} from iteration {state.iteration}", flush=True)
-    return Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given, graphs).run()
+    runner = Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given, graphs, hooks)
+    return runner.run()
 
 
 def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:
