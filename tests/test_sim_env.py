@@ -111,7 +111,7 @@ def test_truncation_resets_and_keeps_true_final_observation():
     assert torch.all(obs["critic"][:, 0].abs() <= 0.1)  # new episode: reset noise only
     assert torch.all(env.episode_length == 0)
     assert torch.all((reward >= 0) & (reward <= 1))
-    episodes = env.episode_stats()
+    episodes = env.episodes.stats()
     assert episodes["episodes"] == 8 and episodes["episode_length_sum"] == 8 * 5
 
 
@@ -143,10 +143,10 @@ def test_episodes_started_at_random_points_are_not_counted():
     still = torch.zeros(8, 1, device=env.device)
     for _ in range(5):
         env.step(still)
-    assert env.episode_stats()["episodes"] == 0  # every first episode was partial
+    assert env.episodes.stats()["episodes"] == 0  # every first episode was partial
     for _ in range(5):
         env.step(still)
-    assert env.episode_stats()["episodes"] == 8
+    assert env.episodes.stats()["episodes"] == 8
 
 
 def test_a_resumed_env_goes_on_from_the_saved_window_of_finished_episodes():
@@ -156,15 +156,15 @@ def test_a_resumed_env_goes_on_from_the_saved_window_of_finished_episodes():
     for _ in range(12):  # two whole episodes per env: 16 finished
         env.step(torch.randn(8, 1, generator=torch.Generator().manual_seed(3)).to(env.device))
     saved = env.resume_state()
-    before = torch.stack(list(env.episode_stats().values()))
-    assert env.episode_stats()["episodes"] == 16
+    before = torch.stack(list(env.episodes.stats().values()))
+    assert env.episodes.stats()["episodes"] == 16
     resumed = make_env(episode_length_s=0.25, random_initial_episode_length=False)
     resumed.load_resume_state(saved)
-    assert torch.equal(torch.stack(list(resumed.episode_stats().values())), before)
+    assert torch.equal(torch.stack(list(resumed.episodes.stats().values())), before)
     env.step(torch.zeros(8, 1, device=env.device))  # the saved state is a copy, not a view of the live window
     assert torch.equal(saved["episodes_finished"], torch.tensor(16, device=env.device))
     resumed.load_resume_state({})  # a checkpoint from before the window was kept: nothing to take
-    assert torch.equal(torch.stack(list(resumed.episode_stats().values())), before)
+    assert torch.equal(torch.stack(list(resumed.episodes.stats().values())), before)
 
 
 def test_observation_noise_only_on_actor_group():
@@ -209,7 +209,7 @@ def test_more_finished_episodes_than_the_window_in_one_step_keep_the_last_ones(w
     assert (truncated & ~terminated).all()
     returns = before + reward
     assert returns.unique().numel() > window  # the episodes differ: which ones are kept matters
-    ret_sum, len_sum, count = (value.item() for value in env.episode_stats().values())
+    ret_sum, len_sum, count = (value.item() for value in env.episodes.stats().values())
     assert count == window and len_sum == window * 5
     assert ret_sum == pytest.approx(returns[n - window :].double().sum().item(), rel=1e-6)
 

@@ -15,8 +15,8 @@ from mjrl.envs.spec import (
     TaskSpec,
     TerminationTerm,
     check_task_spec,
-    symmetry_problem,
 )
+from mjrl.envs.symmetry import symmetry_problem
 from mjrl.envs.task import Task
 
 __all__ = [

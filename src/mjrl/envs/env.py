@@ -22,16 +22,15 @@ from typing import Any
 import torch
 
 from mjrl.envs.component import EnvComponent
+from mjrl.envs.episodes import EpisodeWindow
 from mjrl.envs.robot import Robot
 from mjrl.envs.spec import EnvConfig, ObsTerm, TaskSpec
+from mjrl.envs.symmetry import env_mirrors
 from mjrl.envs.terrain import TerrainState
-from mjrl.mirror import ColumnMirror
 from mjrl.sim import Simulation
 
 Obs = dict[str, torch.Tensor]
 
-EPISODE_STATISTICS = ("episode_return_sum", "episode_length_sum", "episodes")
-"""`VecEnv.episode_stats()`: over the window of finished whole episodes."""
 GAUGE_PARTS = (":sum", ":count")
 """Suffixes of a gauge's sum and count in `VecEnv.pop_statistics()`."""
 
@@ -98,11 +97,10 @@ class VecEnv:
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
         self.obs_std_floors = {group: self._std_floors(terms) for group, terms in task.observations.items()}
         """Per group, each column's `ObsTerm.std_floor` (None when no term has one)."""
-        self.mirror_problem: str | None = None
-        """Why the task's mirrors do not hold, when a term declares one that does not."""
-        self.mirrors = self._mirrors()
-        """How each observation group and the actions ("actions") mirror left-right; None when
-        the task does not declare it for every term."""
+        self.mirrors, self.mirror_problem = env_mirrors(self)
+        """How each observation group and the actions ("actions") mirror left-right, None when
+        the task does not declare it for every term; and why they do not hold, when a term
+        declares one that does not."""
 
     def _init_term_buffers(self) -> None:
         """What evaluating the terms keeps: the per-step memo, observation histories, weights."""
@@ -184,11 +182,7 @@ class VecEnv:
         episodes, so that a resumed run's logged return and length go on from where they were
         (not from the first episodes to end after the resume, which are the falls), and what
         each component keeps (the terrain: the envs' rows, the curriculum reached)."""
-        state = {
-            "episode_returns": self._finished_returns.clone(),
-            "episode_lengths": self._finished_lengths.clone(),
-            "episodes_finished": self._finished_total.clone(),
-        }
+        state = self.episodes.resume_state()
         for component in self.components.values():
             state.update(component.resume_state())
         return state
@@ -197,11 +191,7 @@ class VecEnv:
         """Take what `resume_state` kept: the episode window, and each component's state (the
         rows, when the run had the same number of envs); envs start their episodes afresh when a
         component asks for it (on their rows)."""
-        window = ("episode_returns", "episode_lengths", "episodes_finished")
-        if all(k in saved for k in window) and saved["episode_returns"].shape == self._finished_returns.shape:
-            self._finished_returns.copy_(saved["episode_returns"])
-            self._finished_lengths.copy_(saved["episode_lengths"])
-            self._finished_total.copy_(saved["episodes_finished"])
+        self.episodes.load_resume_state(saved)
         restart = [component.load_resume_state(saved) for component in self.components.values()]
         if any(restart):
             self._start_episodes()
@@ -247,7 +237,7 @@ class VecEnv:
 
         done = terminated | truncated
         self.episode_return += reward
-        self._record_finished_episodes(done & self.whole_episode)
+        self.episodes.record(done & self.whole_episode, self.episode_return, self.episode_length)
         for ev in self._episode_end_events:
             ev.func(self, done)
         self._reset_envs(done)
@@ -304,35 +294,6 @@ class VecEnv:
 
     def _std_floors(self, terms: dict[str, ObsTerm]) -> torch.Tensor | None:
         return self._per_column(terms, lambda t: t.std_floor) if any(t.std_floor for t in terms.values()) else None
-
-    def _mirrors(self) -> dict[str, ColumnMirror] | None:
-        task = self.task
-        # (name, mirror function, width, history) of the actions and of each group's terms.
-        parts = {"actions": [("the actions", task.action_mirror, self.num_actions, 1)]}
-        for group, terms in task.observations.items():
-            parts[group] = [
-                (f"observation {group}.{name}", t.mirror, self.cached(t.func).shape[-1], t.history)
-                for name, t in terms.items()
-            ]
-        mirrors = {}
-        for key, entries in parts.items():
-            pieces = []
-            for what, mirror_fn, width, history in entries:
-                if mirror_fn is None:
-                    return None
-                try:
-                    mirror = mirror_fn(self, width)
-                    if mirror is None:  # this robot is not symmetric
-                        return None
-                    if mirror.width != width:
-                        raise ValueError(f"{what}: a mirror of {mirror.width} columns for {width}")
-                    mirror.check(what)
-                except ValueError as exc:  # only a run with symmetry needs them: it is told
-                    self.mirror_problem = str(exc)
-                    return None
-                pieces.append(mirror.repeat(history))
-            mirrors[key] = ColumnMirror.concat(pieces).to(self.device)
-        return mirrors
 
     def _term_obs(
         self, group: str, name: str, term: ObsTerm, new_step: bool, restarted: torch.Tensor | None
@@ -465,29 +426,12 @@ class VecEnv:
         self._steps_since_pop = torch.zeros((), dtype=torch.long, device=self.device)
         self._termination_counts = torch.zeros(n_term, dtype=torch.float64, device=self.device)
         self._nonfinite_count = torch.zeros((), dtype=torch.float64, device=self.device)
-        self._finished_returns = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
-        self._finished_lengths = torch.zeros(self.EPISODE_WINDOW + 1, device=self.device)
-        self._finished_total = torch.zeros((), dtype=torch.long, device=self.device)
-        self._spare_slot = torch.tensor(self.EPISODE_WINDOW, device=self.device)
-
-    def _record_finished_episodes(self, done: torch.Tensor) -> None:
-        # Ring buffer of the last EPISODE_WINDOW finished episodes, written without a host
-        # sync: finished envs get consecutive slots, the others all write to a spare slot that
-        # is never read. When more than a window of envs finish in one step, only the last
-        # `window` of them are written: the earlier ones would share their slots, and a GPU
-        # keeps an arbitrary one of the values written to the same slot.
-        window = self.EPISODE_WINDOW
-        order = torch.cumsum(done, 0)  # 1, 2, ... over this step's finished envs
-        finished = order[-1]
-        keep = done & (order > finished - window)
-        slots = torch.where(keep, (self._finished_total + order - 1) % window, self._spare_slot)
-        self._finished_returns.scatter_(0, slots, self.episode_return)
-        self._finished_lengths.scatter_(0, slots, self.episode_length.float())
-        self._finished_total += finished
+        self.episodes = EpisodeWindow(self.EPISODE_WINDOW, self.device)
+        """The last finished whole episodes, which the logged return and length average."""
 
     def pop_statistics(self) -> dict[str, torch.Tensor]:
         """The env's statistics by name, float64 scalars on the device that ranks pool by summing:
-        the finished episodes' window (`episode_stats`), each reward term's sum and each
+        the finished episodes' window (`EpisodeWindow.stats`), each reward term's sum and each
         termination's count with the non-finite resets and the env steps whose rewards count
         since the last call (`pop_term_stats`), and each gauge's sum and count (`gauges`)."""
         gauges = {
@@ -495,16 +439,7 @@ class VecEnv:
             for name, pair in self.gauges().items()
             for part, value in zip(GAUGE_PARTS, pair, strict=True)
         }
-        return {**self.episode_stats(), **self.pop_term_stats(), **gauges}
-
-    def episode_stats(self) -> dict[str, torch.Tensor]:
-        """Sums of returns and lengths, and the count, of the last finished whole episodes (window)."""
-        count = self._finished_total.clamp(max=self.EPISODE_WINDOW)
-        valid = torch.arange(self.EPISODE_WINDOW, device=self.device) < count
-        returns = (self._finished_returns[:-1] * valid).sum()
-        lengths = (self._finished_lengths[:-1] * valid).sum()
-        values = torch.stack([returns.double(), lengths.double(), count.double()])
-        return dict(zip(EPISODE_STATISTICS, values.unbind(), strict=True))
+        return {**self.episodes.stats(), **self.pop_term_stats(), **gauges}
 
     def pop_term_stats(self) -> dict[str, torch.Tensor]:
         """Since the last call: each reward term's sum, each termination's count, the non-finite

@@ -162,20 +162,6 @@ class TaskSpec:
     """Recompute body poses after resets, for tasks whose observations read xpos or sites."""
 
 
-def symmetry_problem(spec: TaskSpec) -> str | None:
-    """Why the task cannot be mirrored left-right, or None if it can: every observation term and
-    the actions must say how they mirror, and a robot must name its left and right parts."""
-    terms = [f"{group}.{name}" for group, ts in spec.observations.items() for name, t in ts.items() if t.mirror is None]
-    if spec.action_mirror is None or terms:
-        return f"it does not say how {', '.join(terms) or 'its actions'} mirror"
-    if spec.robot is not None:
-        if not spec.robot.mirror_names:
-            return "its robot config has no mirror_names"
-        model, _ = spec.scene.build()
-        return Robot.resolve(model, spec.robot, torch.device("cpu")).mirror_error
-    return None
-
-
 def check_task_spec(spec: TaskSpec) -> None:
     """Compile the task's scene and resolve its robot's names on the host (a fraction of a
     second), so a wrong file, name or terrain setting is a usage error before a run directory is
