@@ -98,20 +98,7 @@ class Runner:
         stop_signal = 0
         try:
             while self.state.iteration < max_it:
-                self._hooks_at_iteration_start()
-                clips = self.outputs.clips
-                if clips is not None and self.state.iteration % self.cfg.video_interval == 0:
-                    clips.start(self.state.iteration)
-                eager = self._eager_iteration(session_iterations)
-                t0 = self._clock()
-                comm_before = self.ctx.comm.seconds
-                self._segment("rollout", self.collect, eager)
-                t1 = self._clock()
-                with self._update_threads():
-                    update_sums = self._segment("update", self.algorithm.update, eager)
-                t2 = self._clock()
-                collective_s = self.ctx.comm.seconds - comm_before
-                metrics, stop_signal = self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
+                metrics, stop_signal = self._iterate(session_iterations)
                 self.state.iteration += 1
                 if not stop_signal:
                     metrics.update(self._evaluate_if_due())
@@ -148,6 +135,24 @@ class Runner:
             "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
             "final_metrics": metrics,
         }
+
+    def _iterate(self, session_iterations: int) -> tuple[dict[str, Any], int]:
+        """One iteration: the hooks, a clip started if due, the rollout and the update (eager,
+        or their graphs), then its metrics over every rank and the stop decision."""
+        self._hooks_at_iteration_start()
+        clips = self.outputs.clips
+        if clips is not None and self.state.iteration % self.cfg.video_interval == 0:
+            clips.start(self.state.iteration)
+        eager = self._eager_iteration(session_iterations)
+        t0 = self._clock()
+        comm_before = self.ctx.comm.seconds
+        self._segment("rollout", self.collect, eager)
+        t1 = self._clock()
+        with self._update_threads():
+            update_sums = self._segment("update", self.algorithm.update, eager)
+        t2 = self._clock()
+        collective_s = self.ctx.comm.seconds - comm_before
+        return self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
 
     def _segment(self, name: str, fn: Callable[[], Any], eager: bool) -> Any:
         """`fn()`, or its graph's capture or replay (`--runner.cuda-graphs`)."""

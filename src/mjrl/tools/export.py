@@ -135,7 +135,32 @@ def export_policy(
     writers = {"onnx": _write_onnx, "torchscript": _write_torchscript}
     if fmt not in writers:
         raise UsageError(f"unknown export format {fmt!r}; expected onnx or torchscript")
-    sidecar = Sidecar(
+    sidecar = _sidecar(env, fmt, out, obs_size, offset, scaled_actions, feedforward, source)
+    if sum(t.size for t in sidecar.observation_terms) != obs_size:
+        raise ValueError("observation terms do not add up to the actor's input size")
+    sidecar_path = out.with_name(out.name + ".json")
+    # Both written to temporaries first, renamed into place only when both are whole: a model
+    # without its sidecar (a full disk between the two) would be unusable and look finished.
+    with atomic_target(out, suffix=out.suffix) as model_tmp:
+        writers[fmt](model, example, model_tmp)
+        with atomic_target(sidecar_path) as sidecar_tmp:
+            sidecar_tmp.write_text(sidecar.to_json())
+    return out, sidecar_path
+
+
+def _sidecar(
+    env: VecEnv,
+    fmt: Format,
+    out: Path,
+    obs_size: int,
+    offset: torch.Tensor,
+    scaled_actions: bool,
+    feedforward: dict | None,
+    source: dict[str, Any],
+) -> Sidecar:
+    """What a robot-side runtime needs beside the model: the observation's layout, what the
+    outputs drive and how, the rates, and where the policy came from."""
+    return Sidecar(
         format=fmt,
         model_file=out.name,
         input_name="obs",
@@ -148,29 +173,19 @@ def export_policy(
         action_size=env.num_actions,
         action_joints=tuple(env.sim.actuator_joints()),
         action_scale=tuple(float(x) for x in env.action_scale.cpu()),
-        action_clip=float(cfg.action_clip),
+        action_clip=float(env.cfg.action_clip),
         action_offset=tuple(float(x) for x in offset),
         actions_scaled=scaled_actions,
         target_feedforward=feedforward,
         control_period_s=float(env.step_dt),
         physics_timestep_s=float(env.sim.mj_model.opt.timestep),
-        decimation=cfg.sim.decimation,
+        decimation=env.cfg.sim.decimation,
         task=source["task"],
         run_dir=str(source["run_dir"]),
         checkpoint=str(source["checkpoint"]),
         iteration=int(source["iteration"]),
         env_steps=int(source["env_steps"]),
     )
-    if sum(t.size for t in sidecar.observation_terms) != obs_size:
-        raise ValueError("observation terms do not add up to the actor's input size")
-    sidecar_path = out.with_name(out.name + ".json")
-    # Both written to temporaries first, renamed into place only when both are whole: a model
-    # without its sidecar (a full disk between the two) would be unusable and look finished.
-    with atomic_target(out, suffix=out.suffix) as model_tmp:
-        writers[fmt](model, example, model_tmp)
-        with atomic_target(sidecar_path) as sidecar_tmp:
-            sidecar_tmp.write_text(sidecar.to_json())
-    return out, sidecar_path
 
 
 @contextlib.contextmanager
