@@ -78,7 +78,7 @@ def training_rate(
     """(env steps/s of the whole loop, median collection s, median learning s per iteration),
     without the first iteration (warm-up) and, with `cuda_graphs`, the second (the capture)."""
     from mjrl.distributed.context import single_process
-    from mjrl.runner.runner import train
+    from mjrl.runner.start import train
 
     skip = 1 if cuda_graphs == "off" else 2
     cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs, precision)

@@ -23,7 +23,8 @@ from mjrl.rl import make_algorithm
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.faults import fault_hooks
 from mjrl.runner.graphs import CAPTURED, Graph, LoopGraphs, choose_graphs, loop_graphs, why_not_graphs
-from mjrl.runner.runner import Runner, warm_up
+from mjrl.runner.runner import Runner
+from mjrl.runner.start import warm_up
 from mjrl.runner.state import TrainingState
 from mjrl.sim import TerrainConfig
 from mjrl.tasks import load_task

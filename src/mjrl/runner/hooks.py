@@ -1,6 +1,6 @@
 """Code a run adds at the training loop's fixed points, without the loop knowing what it does:
 `--fault`'s injections for the fault-tolerance tests (`faults.py`), or a probe of a user's own
-(a plugin builds one and passes it to `mjrl.runner.runner.train`)."""
+(a plugin builds one and passes it to `mjrl.runner.start.train`)."""
 
 from __future__ import annotations
 

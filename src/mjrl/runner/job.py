@@ -36,7 +36,7 @@ def run_job(task: Task, cfg: TrainConfig, load_task: TaskLoader) -> int:
             if under_launcher:
                 raise UsageError("started by a launcher (RANK etc. are set) but --distributed True is missing")
             from mjrl.distributed.context import single_process
-            from mjrl.runner.runner import train
+            from mjrl.runner.start import train
 
             set_torch_threads(cfg)
             summary = train(task, cfg, single_process(cfg.device), StopFlag().install())
@@ -57,7 +57,7 @@ def rank_worker(task: Task, cfg: TrainConfig, given: TrainConfig | None = None) 
     """One rank of a distributed job (torchrun's or the built-in launcher's): join the process
     group, train, leave the group. `given`: the config as the user gave it (for config.yaml)."""
     from mjrl.distributed.worker import run_rank
-    from mjrl.runner.runner import train
+    from mjrl.runner.start import train
 
     set_torch_threads(cfg)
     return run_rank(

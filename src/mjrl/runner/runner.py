@@ -21,23 +21,17 @@ from mjrl.checkpoint import checkpoint_path, save_checkpoint
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext, usable_cores
 from mjrl.distributed.preemption import Preempted, StopFlag
-from mjrl.envs import Task, VecEnv, check_task_spec, symmetry_problem
-from mjrl.errors import UsageError
-from mjrl.rl import AgentConfig, Algorithm, check_agent_config, make_algorithm
-from mjrl.runner.config import TrainConfig, validate
-from mjrl.runner.faults import fault_hooks
-from mjrl.runner.graphs import LoopGraphs, loop_graphs
+from mjrl.envs import Task, VecEnv
+from mjrl.rl import AgentConfig, Algorithm
+from mjrl.runner.config import TrainConfig
+from mjrl.runner.graphs import LoopGraphs
 from mjrl.runner.hooks import LoopHook
 from mjrl.runner.metrics import episode_metrics, gauge_metrics, pack_iteration, term_metrics
 from mjrl.runner.outputs import RunOutputs
-from mjrl.runner.start import agree_on_run, reseed_after_resume, restore_weights_everywhere, seed_everything
 from mjrl.runner.state import (
     TrainingState,
     checkpoint_contents,
     gather_env_states,
-    restore_env_state,
-    restore_training_state,
-    sync_from_main,
 )
 from mjrl.tools.evaluate import run_episodes
 from mjrl.tools.export import default_output, export_policy
@@ -324,66 +318,3 @@ def parameters_sha256(policy: torch.nn.Module) -> str:
 
 class ReplicaMismatch(RuntimeError):
     """The ranks' parameters differ: data-parallel training has lost lockstep."""
-
-
-def train(
-    task: Task[AgentConfig],
-    cfg: TrainConfig,
-    ctx: DistContext,
-    stop: StopFlag | None = None,
-    given: TrainConfig | None = None,
-    hooks: Sequence[LoopHook] = (),
-) -> dict[str, Any]:
-    """Run (or resume) one training job on this rank; returns its summary. `given` is the config
-    as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
-    its workers a changed one); `hooks` run at the loop's fixed points, after `--fault`'s."""
-    validate(cfg)
-    hooks = [*fault_hooks(cfg.fault, ctx.rank, ctx.restart_count), *hooks]
-    spec = task.build(cfg.env)
-    check_task_spec(spec)
-    check_agent_config(cfg, task.name, set(spec.observations), lambda: symmetry_problem(spec))
-    run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
-
-    seed_everything(cfg.seed + ctx.rank)
-    try:
-        env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
-        ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
-        algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed + ctx.rank)
-        graphs = loop_graphs(cfg.runner.cuda_graphs, ctx, env, [env.generator, algorithm.generator])
-    except UsageError:
-        # What only the built env can tell (joint names a term matches against the model, a
-        # teacher reading other observations, whether the GPU can capture the loop): a fresh
-        # run's directory is still empty, and is not left behind.
-        if ctx.is_main and not resumed and ctx.job_id is None and not any(run_dir.iterdir()):
-            run_dir.rmdir()
-            with contextlib.suppress(OSError):  # the task's folder and the log root, when empty
-                run_dir.parent.rmdir()
-                run_dir.parent.parent.rmdir()
-        raise
-    restore_weights_everywhere(ctx, algorithm, checkpoint, source)
-    if resumed:
-        restore_env_state(ctx, checkpoint, env)
-    state = TrainingState() if checkpoint is None else restore_training_state(checkpoint, algorithm, env)
-    state = sync_from_main(ctx, algorithm, state)
-    if resumed and checkpoint is None:
-        # Ranks other than 0 continue with fresh random streams of their own.
-        reseed_after_resume(cfg.seed + ctx.rank, state.iteration, env.generator, algorithm.generator)
-    if not resumed:
-        state.env_steps = warm_up(env, algorithm, ctx, cfg)
-    if resumed and ctx.is_main:
-        print(f"resuming {run_dir} from iteration {state.iteration}", flush=True)
-    runner = Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given, graphs, hooks)
-    return runner.run()
-
-
-def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:
-    """The algorithm's warm-up before a fresh run's first iteration, offered one rollout's
-    steps (PPO's normalisers: one rollout with `warm_up_normalizers`, else the first
-    observations); returns the env steps it took on every rank."""
-
-    def step(actions: torch.Tensor) -> dict[str, torch.Tensor]:
-        return env.step(actions)[0]
-
-    steps = algorithm.warm_up(env.obs, step, cfg.runner.num_steps_per_env)
-    env.pop_term_stats()  # the warm-up's reward terms are not iteration 0's
-    return steps * env.num_envs * ctx.world_size

@@ -1,12 +1,18 @@
-"""How a rank starts or resumes a job: the run directory, the checkpoint, and lockstep with
-rank 0. Rank 0 decides; every other rank learns the decision through a collective."""
+"""How a rank starts or resumes a job, in one pass (`train`): the config checked, the run
+directory and the checkpoint agreed on, the env and the algorithm built, then either a fresh
+start (lockstep with rank 0, the warm-up) or a resume (`resume`: the whole learning state, the
+env's state, the random streams and counters), and the loop run. Rank 0 decides; every other
+rank learns the decision through a collective."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,11 +21,18 @@ from mjrl.checkpoint import check_task, load_newest_checkpoint, load_weights
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID
+from mjrl.distributed.preemption import StopFlag
+from mjrl.envs import Task, VecEnv, check_task_spec, symmetry_problem
 from mjrl.errors import SharedUsageError, UsageError
 from mjrl.files import make_dirs, write_text
-from mjrl.rl import Algorithm
-from mjrl.runner.config import TRAINED, TrainConfig
+from mjrl.rl import AgentConfig, Algorithm, check_agent_config, make_algorithm
+from mjrl.runner.config import TRAINED, TrainConfig, validate
+from mjrl.runner.faults import fault_hooks
+from mjrl.runner.graphs import loop_graphs
+from mjrl.runner.hooks import LoopHook
 from mjrl.runner.run_dir import claim_run_dir, newest_config, newest_run_dir
+from mjrl.runner.runner import Runner
+from mjrl.runner.state import TrainingState, restore_env_state, restore_streams_and_counters, sync_from_main
 
 
 def seed_everything(seed: int) -> None:
@@ -57,21 +70,6 @@ def resumed_run_config_file(task_name: str, cfg: TrainConfig) -> Path | None:
     except UsageError:
         return None
     return newest_config(run_dir) if run_dir is not None else None
-
-
-def restore_weights_everywhere(ctx: DistContext, algorithm: Algorithm, state: dict | None, source: Path | None) -> None:
-    """Rank 0 (which alone holds the checkpoint) loads its weights; if they do not fit the
-    configured networks, every rank raises the same error. Raised on rank 0 alone, it left the
-    others in the next collective until their watchdogs ended the job with exit code 75."""
-    error = ""
-    if state is not None:
-        try:
-            load_weights(lambda: algorithm.load_state_dict(state, weights_only=True), source)
-        except UsageError as exc:
-            error = str(exc)
-    error = ctx.broadcast_text(error)
-    if error:
-        raise SharedUsageError(error)
 
 
 def choose_run_dir(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Path, bool]:
@@ -137,3 +135,87 @@ def check_same_config(task_name: str, cfg: TrainConfig, ctx: DistContext) -> Non
             f"rank(s) {ranks} were given another config than rank 0 (other flags, or, when resuming, no copy of "
             "the run's folder on their node): give every node the same flags and the run's folder"
         )
+
+
+def train(
+    task: Task[AgentConfig],
+    cfg: TrainConfig,
+    ctx: DistContext,
+    stop: StopFlag | None = None,
+    given: TrainConfig | None = None,
+    hooks: Sequence[LoopHook] = (),
+) -> dict[str, Any]:
+    """Run (or resume) one training job on this rank; returns its summary. `given` is the config
+    as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
+    its workers a changed one); `hooks` run at the loop's fixed points, after `--fault`'s."""
+    validate(cfg)
+    hooks = [*fault_hooks(cfg.fault, ctx.rank, ctx.restart_count), *hooks]
+    spec = task.build(cfg.env)
+    check_task_spec(spec)
+    check_agent_config(cfg, task.name, set(spec.observations), lambda: symmetry_problem(spec))
+    run_dir, source, checkpoint, resumed = agree_on_run(task.name, cfg, ctx)
+
+    seed_everything(cfg.seed + ctx.rank)
+    try:
+        env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
+        ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
+        algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed + ctx.rank)
+        graphs = loop_graphs(cfg.runner.cuda_graphs, ctx, env, [env.generator, algorithm.generator])
+    except UsageError:
+        # What only the built env can tell (joint names a term matches against the model, a
+        # teacher reading other observations, whether the GPU can capture the loop): a fresh
+        # run's directory is still empty, and is not left behind.
+        if ctx.is_main and not resumed and ctx.job_id is None and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+            with contextlib.suppress(OSError):  # the task's folder and the log root, when empty
+                run_dir.parent.rmdir()
+                run_dir.parent.parent.rmdir()
+        raise
+    if resumed:
+        state = resume(ctx, cfg, checkpoint, source, algorithm, env)
+        if ctx.is_main:
+            print(f"resuming {run_dir} from iteration {state.iteration}", flush=True)
+    else:
+        state = sync_from_main(ctx, algorithm, TrainingState())  # rank 0's initial weights
+        state.env_steps = warm_up(env, algorithm, ctx, cfg)
+    runner = Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given, graphs, hooks)
+    return runner.run()
+
+
+def resume(
+    ctx: DistContext, cfg: TrainConfig, checkpoint: dict | None, source: Path | None, algorithm: Algorithm, env: VecEnv
+) -> TrainingState:
+    """Continue a run where its checkpoint stopped, on every rank. Rank 0, which alone holds the
+    checkpoint, loads the algorithm's whole state (weights that do not fit the configured
+    networks raise the same error on every rank: raised on rank 0 alone, it left the others in
+    the next collective until their watchdogs ended the job); every rank takes back its env
+    state, rank 0 its random streams and counters; then every rank takes rank 0's learning
+    state and counters, and the other ranks continue with fresh random streams of their own."""
+    error = ""
+    if checkpoint is not None:
+        try:
+            load_weights(lambda: algorithm.load_state_dict(checkpoint), source)
+        except UsageError as exc:
+            error = str(exc)
+    error = ctx.broadcast_text(error)
+    if error:
+        raise SharedUsageError(error)
+    restore_env_state(ctx, checkpoint, env)  # before the random streams: envs may restart episodes
+    state = TrainingState() if checkpoint is None else restore_streams_and_counters(checkpoint, algorithm, env)
+    state = sync_from_main(ctx, algorithm, state)
+    if checkpoint is None:
+        reseed_after_resume(cfg.seed + ctx.rank, state.iteration, env.generator, algorithm.generator)
+    return state
+
+
+def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:
+    """The algorithm's warm-up before a fresh run's first iteration, offered one rollout's
+    steps (PPO's normalisers: one rollout with `warm_up_normalizers`, else the first
+    observations); returns the env steps it took on every rank."""
+
+    def step(actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        return env.step(actions)[0]
+
+    steps = algorithm.warm_up(env.obs, step, cfg.runner.num_steps_per_env)
+    env.pop_term_stats()  # the warm-up's reward terms are not iteration 0's
+    return steps * env.num_envs * ctx.world_size

@@ -137,11 +137,9 @@ def restore_env_state(ctx: DistContext, checkpoint: dict[str, Any] | None, env: 
     env.load_resume_state(mine)
 
 
-def restore_training_state(checkpoint: dict[str, Any], algorithm: Algorithm, env: VecEnv) -> TrainingState:
-    """Continue where the checkpoint stopped: the algorithm's whole state and the random
-    streams are restored in place (the weights were, before: `start.restore_weights_everywhere`;
-    the env's state too: `restore_env_state`); returns the run's counters."""
-    algorithm.load_state_dict(checkpoint)
+def restore_streams_and_counters(checkpoint: dict[str, Any], algorithm: Algorithm, env: VecEnv) -> TrainingState:
+    """The random streams restored in place (the algorithm's state and the env's were, before:
+    `start.resume`); returns the run's counters."""
     RngStates.from_dict(checkpoint["rng"]).restore(env, algorithm)
     return TrainingState(
         iteration=checkpoint["iteration"],
