@@ -47,10 +47,11 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
     fields = {f.name: f for f in dataclasses.fields(cfg)}
     changes = {}
     values = _nest_flattened(cfg, _spread_split(cfg, values, where))
+    cls = type(cfg).__name__
     for key, value in values.items():
         name = key.replace("-", "_")
-        name = RENAMED_KEYS.get(f"{type(cfg).__name__}.{name}", name)  # a key of an older file
-        if f"{type(cfg).__name__}.{name}" in RETIRED_KEYS:
+        name = RENAMED_KEYS.get(f"{cls}.{name}", name)  # a key of an older file
+        if f"{cls}.{name}" in RETIRED_KEYS:
             continue
         if name not in fields:
             raise UsageError(f"unknown config key '{where}{key}'; valid keys: {', '.join(fields)}")

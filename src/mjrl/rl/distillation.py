@@ -91,7 +91,7 @@ class Distillation:
         # Only the actor's mean learns: the exploration noise stays at the policy's init_noise_std.
         self.optimizer = Adam(student.actor.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
-        self.gradients = FlatGradients(self.params, 1, ctx.device)  # the loss travels with them
+        self.gradients = FlatGradients(self.params, 1)  # the loss travels with them
         self.generator = torch.Generator(device=ctx.device)
 
     # ------------------------------------------------------------------------ collection

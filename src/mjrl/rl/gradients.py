@@ -21,12 +21,12 @@ class FlatGradients:
     per parameter tensor (each costs host time on a GPU, whatever its size), and the optimizer
     reads what the all-reduce averaged without a copy."""
 
-    def __init__(self, params: Sequence[torch.Tensor], scalars: int, device: torch.device) -> None:
+    def __init__(self, params: Sequence[torch.Tensor], scalars: int) -> None:
         self.params = list(params)
         self.size = sum(p.numel() for p in self.params)
         """Gradient entries: `buffer[:size]`."""
         self.scalars = scalars
-        self.buffer = torch.zeros(self.size + scalars + 1, device=device)
+        self.buffer = torch.zeros(self.size + scalars + 1, device=self.params[0].device)
         self.attach()
 
     def attach(self) -> None:

@@ -91,7 +91,7 @@ class PPO:
         critic = {id(p) for p in policy.critic.parameters()}
         self.grad_order = [p for p in self.params if id(p) not in critic] + [p for p in self.params if id(p) in critic]
         self.actor_grad_size = sum(p.numel() for p in self.grad_order if id(p) not in critic)
-        self.gradients = FlatGradients(self.grad_order, 2, ctx.device)
+        self.gradients = FlatGradients(self.grad_order, 2)
         self.generator = torch.Generator(device=ctx.device)
         self.consecutive_skips = torch.zeros((), dtype=torch.float64, device=ctx.device)
         """Gradient steps (updates, in "rollout" sync mode) skipped in a row for a non-finite value,

@@ -67,6 +67,9 @@ class Runner:
         self.hooks = list(hooks)
         """Code added at the loop's fixed points (`runner/hooks.py`: `--fault`'s injections)."""
         self.hooked_iteration = False  # a hook acts inside this iteration's rollout
+        self.update_threads = max(1, usable_cores() // ctx.local_world_size)
+        """CPU threads for the update with automatic threads: this rank's share of the cores
+        this process may use (looked up once, not at every iteration)."""
         self.stop = stop
         self.saved_on_stop = False
         self.env_states: list[dict[str, torch.Tensor]] = []
@@ -176,7 +179,7 @@ class Runner:
             yield
             return
         before = torch.get_num_threads()
-        torch.set_num_threads(max(1, usable_cores() // self.ctx.local_world_size))
+        torch.set_num_threads(self.update_threads)
         try:
             yield
         finally:
