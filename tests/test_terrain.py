@@ -297,9 +297,9 @@ def test_a_command_drawn_at_a_reset_holds_for_a_whole_interval(rough_env):
     # generator draws (a fixed 2.8 s met it on the CPU's stream but not on a GPU's).
     for _ in range(int(8.0 / env.step_dt)):
         env.step(torch.zeros(env.num_envs, env.num_actions))
-        if env._interval_timers[0].min() < 1.0:
+        if env.intervals.timers[0].min() < 1.0:
             break
-    assert env._interval_timers[0].min() < 1.0
+    assert env.intervals.timers[0].min() < 1.0
     env.reset()
     drawn = env.commands[COMMAND].clone()
     for _ in range(int(3.0 / env.step_dt) - 1):

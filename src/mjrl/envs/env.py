@@ -23,16 +23,15 @@ import torch
 
 from mjrl.envs.component import EnvComponent
 from mjrl.envs.episodes import EpisodeWindow
+from mjrl.envs.intervals import IntervalTimers
 from mjrl.envs.robot import Robot
 from mjrl.envs.spec import EnvConfig, ObsTerm, TaskSpec
+from mjrl.envs.statistics import GAUGE_PARTS, TermTotals
 from mjrl.envs.symmetry import env_mirrors
 from mjrl.envs.terrain import TerrainState
 from mjrl.sim import Simulation
 
 Obs = dict[str, torch.Tensor]
-
-GAUGE_PARTS = (":sum", ":count")
-"""Suffixes of a gauge's sum and count in `VecEnv.pop_statistics()`."""
 
 
 class VecEnv:
@@ -128,20 +127,14 @@ class VecEnv:
         scales (`RobotConfig.action_scale_from_torque`), else the config's `action_scale`."""
 
     def _init_interval_jobs(self) -> None:
-        """Commands first, then interval events: each runs for the envs whose timer is due, and
-        their timers are redrawn. One row of timers per job."""
-        task, n, device = self.task, self.num_envs, self.device
+        """Commands first, then interval events (`IntervalTimers`)."""
+        task = self.task
         jobs = [
             (term.resample_interval_s, partial(self._resample_command, name))
             for name, term in task.commands.items()
             if math.isfinite(term.resample_interval_s[1])
         ] + [(ev.interval_s, partial(ev.func, self)) for ev in task.events.values() if ev.mode == "interval"]
-        self._interval_jobs = [job for _, job in jobs]
-        self._interval_timers = torch.zeros(len(jobs), n, device=device)
-        self._fresh_timers = torch.zeros(len(jobs), n, device=device)
-        ranges = [interval for interval, _ in jobs]
-        self._interval_low = torch.tensor([[low] for low, _ in ranges], device=device)
-        self._interval_width = torch.tensor([[high - low] for low, high in ranges], device=device)
+        self.intervals = IntervalTimers(jobs, self.num_envs, self.step_dt, self.device, self.generator)
 
     def _termination_rows(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Rows of the stacked termination terms that fail and that time out, as device index
@@ -210,7 +203,7 @@ class VecEnv:
         torch.mul(self.actions, self.action_scale, out=self.sim.ctrl).add_(self.action_offset)
         if self.task.action_feedforward is not None:
             self.sim.ctrl.add_(self.task.action_feedforward(self))
-        self._run_interval_jobs()
+        self.intervals.run_due()
         self.sim.step()
         self.episode_length += 1
         self.after_physics()
@@ -225,12 +218,8 @@ class VecEnv:
         # no reward and nothing bootstrapped) and are reset; the others carry on.
         finite = self._finite_rows(self.sim.qpos, self.sim.qvel, *final_obs.values(), reward.unsqueeze(1))
         nonfinite = ~finite
-        self._nonfinite_count += nonfinite.sum()
+        self.term_totals.add_step(term_values, nonfinite)
         reward = reward.masked_fill(nonfinite, 0.0)
-        # Term statistics after the mask: one NaN env would make every term's sum NaN, and
-        # the iteration's reward metrics null.
-        self._reward_term_sums += term_values.masked_fill(nonfinite, 0.0).sum(dim=1)
-        self._steps_since_pop += 1  # a tensor: a Python counter would stay as captured
         terminated = terminated | nonfinite
         truncated = truncated & finite
         final_obs = {group: obs.nan_to_num(0.0, 0.0, 0.0) for group, obs in final_obs.items()}
@@ -334,7 +323,7 @@ class VecEnv:
         if not self.task.terminations:
             return torch.zeros_like(time_out), time_out
         fired = torch.stack([term.func(self) for term in self.task.terminations.values()])
-        self._termination_counts += fired.sum(dim=1)
+        self.term_totals.termination_counts += fired.sum(dim=1)
         if self._row_split is None:
             terminated, truncated = fired.any(dim=0), time_out
         else:
@@ -359,34 +348,6 @@ class VecEnv:
             if term.follow is not None:
                 term.follow(self)
 
-    def _run_interval_jobs(self) -> None:
-        if not self._interval_jobs:
-            return
-        self._interval_timers -= self.step_dt
-        due = self._interval_timers <= 0
-        fresh = self._fresh_timers
-        # Each job's fresh timers are drawn right after the job's own draws, so the random stream
-        # (and a seeded run) is the same as with one timer tensor per job.
-        for row, job in enumerate(self._interval_jobs):
-            job(due[row])
-            torch.rand(self.num_envs, device=self.device, generator=self.generator, out=fresh[row])
-        self._restart_timers(due)
-
-    def _redraw_interval_timers(self, mask: torch.Tensor) -> None:
-        """A reset starts every interval job's timer afresh: a command drawn at the reset then
-        holds for a whole interval, not for what the old episode had left of its timer."""
-        if not self._interval_jobs:
-            return
-        fresh = self._fresh_timers
-        torch.rand(fresh.shape, device=self.device, generator=self.generator, out=fresh)
-        self._restart_timers(mask)
-
-    def _restart_timers(self, mask: torch.Tensor) -> None:
-        """The timers under `mask` start over from the uniform draws in `_fresh_timers`, scaled
-        to each job's interval."""
-        fresh = self._fresh_timers.mul_(self._interval_width).add_(self._interval_low)
-        torch.where(mask, fresh, self._interval_timers, out=self._interval_timers)
-
     def _resample_command(self, name: str, mask: torch.Tensor) -> None:
         command = self.commands[name]
         torch.where(mask.unsqueeze(1), self.task.commands[name].sample(self), command, out=command)
@@ -407,7 +368,7 @@ class VecEnv:
                 ev.func(self, mask)
         for name in self.commands:
             self._resample_command(name, mask)
-        self._redraw_interval_timers(mask)
+        self.intervals.redraw(mask)
         self._follow_commands()
         for component in self.components.values():
             component.reset(self, mask)
@@ -421,11 +382,9 @@ class VecEnv:
     # ------------------------------------------------------------------------ statistics
 
     def _reset_stats(self) -> None:
-        n_rew, n_term = len(self.task.rewards), len(self.task.terminations)
-        self._reward_term_sums = torch.zeros(n_rew, dtype=torch.float64, device=self.device)
-        self._steps_since_pop = torch.zeros((), dtype=torch.long, device=self.device)
-        self._termination_counts = torch.zeros(n_term, dtype=torch.float64, device=self.device)
-        self._nonfinite_count = torch.zeros((), dtype=torch.float64, device=self.device)
+        task = self.task
+        self.term_totals = TermTotals(task.rewards, task.terminations, self.num_envs, self.device)
+        """Each reward term's sum and each termination's count since the runner last read them."""
         self.episodes = EpisodeWindow(self.EPISODE_WINDOW, self.device)
         """The last finished whole episodes, which the logged return and length average."""
 
@@ -442,17 +401,8 @@ class VecEnv:
         return {**self.episodes.stats(), **self.pop_term_stats(), **gauges}
 
     def pop_term_stats(self) -> dict[str, torch.Tensor]:
-        """Since the last call: each reward term's sum, each termination's count, the non-finite
-        resets and the env steps whose rewards count (`nonfinite_resets`, `reward_steps`); then
-        zeroes them."""
-        # Env steps whose rewards count: every env of every step, less the non-finite ones.
-        reward_steps = self._steps_since_pop * self.num_envs - self._nonfinite_count
-        nonfinite = self._nonfinite_count.view(1)
-        out = torch.cat([self._reward_term_sums, self._termination_counts, nonfinite, reward_steps.view(1)])
-        for stat in (self._reward_term_sums, self._termination_counts, self._nonfinite_count, self._steps_since_pop):
-            stat.zero_()
-        names = [*self.term_names(), "nonfinite_resets", "reward_steps"]
-        return dict(zip(names, out.unbind(), strict=True))
+        """The term totals since the last call (`TermTotals.pop`), which start again from zero."""
+        return self.term_totals.pop()
 
     def gauges(self) -> dict[str, torch.Tensor]:
         """Figures the components report as means, `name -> [sum, count]` (float64) since the
@@ -460,4 +410,4 @@ class VecEnv:
         return {name: value for component in self.components.values() for name, value in component.gauges().items()}
 
     def term_names(self) -> list[str]:
-        return [f"reward/{k}" for k in self.task.rewards] + [f"termination/{k}" for k in self.task.terminations]
+        return self.term_totals.names

@@ -16,17 +16,17 @@ from typing import Any
 import torch
 
 from mjrl.distributed import DistContext
-from mjrl.distributed.packing import NamedPack
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import Observations, parameter_checksum
 from mjrl.rl.config import PpoConfig
 from mjrl.rl.gradients import FlatGradients, average_update, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic
-from mjrl.rl.normalizer import moment_sums, update_from_sums, warm_up_normalizers
+from mjrl.rl.normalizer import warm_up_normalizers
 from mjrl.rl.optim import Adam
-from mjrl.rl.statistics import STEP_STATISTICS, StepTotals, rollout_sums, update_metrics
+from mjrl.rl.statistics import STEP_STATISTICS, StepTotals, pool_rollout_statistics, rollout_sums, update_metrics
 from mjrl.rl.storage import RolloutBuffer, compute_gae
+from mjrl.rl.symmetry import mirror_loss, mirrored_observations, with_mirror_images
 
 
 def gaussian_kl(
@@ -225,13 +225,12 @@ class PPO:
             critic_obs = self.policy.normalize_critic(raw_critic_obs)
             images = {}
             if self.mirrors is not None:
-                images["mirrored_actor_obs"] = self.policy.normalize_actor(self.mirrors["actor"](raw_actor_obs))
-                images["mirrored_critic_obs"] = self.policy.normalize_critic(self.mirrors["critic"](raw_critic_obs))
+                images = mirrored_observations(self.policy, self.mirrors, raw_actor_obs, raw_critic_obs)
 
         # One all-reduce pools what must agree across ranks: the advantages' moments (they are
         # normalised with the statistics of every rank's rollout) and the rollout's observation
         # moments, merged into the normalisers now for the next rollout.
-        adv_mean, adv_std = self._pool_rollout_statistics(advantages, buf)
+        adv_mean, adv_std = pool_rollout_statistics(self.ctx, self.policy, advantages, buf)
         if cfg.normalize_advantages:
             advantages = (advantages - adv_mean) / (adv_std + 1e-8)
         batch = {
@@ -253,7 +252,7 @@ class PPO:
         cfg = self.cfg
         originals = mb["actions"].shape[0]
         if cfg.symmetry.augment:
-            mb = self._with_mirror_images(mb)
+            mb = with_mirror_images(mb, self.mirrors["actions"])
 
         # Losses of the current policy on this minibatch (and its mirror image).
         loss, statistics, symmetry = self._losses(mb, originals)
@@ -303,7 +302,7 @@ class PPO:
         loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
         symmetry = None
         if self.mirrors is not None:
-            symmetry = self._mirror_loss(mb, dist.mean, originals)
+            symmetry = mirror_loss(self.policy, self.mirrors["actions"], mb, dist.mean, originals)
             loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
         with torch.no_grad():
             # Against the old policy on the original samples: it never saw the images.
@@ -312,27 +311,6 @@ class PPO:
             clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
             statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
         return loss, statistics, symmetry
-
-    def _with_mirror_images(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The minibatch followed by its mirror image: mirrored observations and actions, with
-        the advantage, return, value and old log-probability of each original, as rsl_rl does."""
-        images = {
-            "actor_obs": mb.pop("mirrored_actor_obs"),
-            "critic_obs": mb.pop("mirrored_critic_obs"),
-            "actions": self.mirrors["actions"](mb["actions"]),
-        }
-        return {k: torch.cat([v, images.get(k, v)]) for k, v in mb.items()}
-
-    def _mirror_loss(self, mb: dict[str, torch.Tensor], means: torch.Tensor, originals: int) -> torch.Tensor:
-        """Mean squared error (over samples and actions, as rsl_rl's) between the policy's mean on
-        mirrored observations and the mirror image of its mean on the originals (held fixed: the
-        images learn from the originals, as in rsl_rl)."""
-        if means.shape[0] > originals:  # augmented: the images' means are computed
-            mirrored_means = means[originals:]
-        else:
-            mirrored_means = self.policy.mean_action(mb["mirrored_actor_obs"])
-        target = self.mirrors["actions"](means[:originals]).detach()
-        return ((mirrored_means - target) ** 2).mean()
 
     def clip_gradients(self) -> None:
         """Scale gradients down to a norm of at most `max_grad_norm`: the global norm, or the
@@ -420,29 +398,3 @@ class PPO:
 
     def set_learning_rate(self, learning_rate: float) -> None:
         self.optimizer.lr.fill_(learning_rate)
-
-    def _pool_rollout_statistics(
-        self, advantages: torch.Tensor, buf: RolloutBuffer
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        policy = self.policy
-        observations = {
-            group: (normalizer, obs)
-            for group, normalizer, obs in (
-                ("actor", policy.actor_normalizer, buf.actor_obs),
-                ("critic", policy.critic_normalizer, buf.critic_obs),
-            )
-            if normalizer is not None
-        }
-        a = advantages.double()
-        pack = NamedPack(torch.float64, a.device)
-        # The count made on the device (`full`), not copied from the host: a CUDA graph cannot copy.
-        count = torch.full((), float(a.numel()), dtype=a.dtype, device=a.device)
-        pack.add("advantages", torch.stack([a.sum(), (a * a).sum(), count]))
-        for group, (_, obs) in observations.items():
-            pack.add(f"{group}_observations", moment_sums(obs))
-        pooled = pack.all_reduce_sum(self.ctx)
-        for group, (normalizer, _) in observations.items():
-            update_from_sums(normalizer, pooled[f"{group}_observations"])
-        total, squares, count = pooled["advantages"].unbind()
-        mean = total / count
-        return mean, (squares / count - mean**2).clamp(min=0.0).sqrt()

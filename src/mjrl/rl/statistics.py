@@ -13,6 +13,12 @@ from collections.abc import Mapping
 
 import torch
 
+from mjrl.distributed import DistContext
+from mjrl.distributed.packing import NamedPack
+from mjrl.rl.networks import ActorCritic
+from mjrl.rl.normalizer import moment_sums, update_from_sums
+from mjrl.rl.storage import RolloutBuffer
+
 STEP_STATISTICS = ("surrogate_loss", "value_loss", "entropy", "mean_kl", "clip_fraction")
 """Summed over the minibatch steps; logged as means per step. `clip_fraction`: the fraction of a
 minibatch's samples whose probability ratio left [1 - clip, 1 + clip]."""
@@ -74,3 +80,32 @@ class StepTotals:
             skipped=torch.zeros((), dtype=torch.bool, device=device),
             learning_rate=torch.zeros((), dtype=torch.float64, device=device),
         )
+
+
+def pool_rollout_statistics(
+    ctx: DistContext, policy: ActorCritic, advantages: torch.Tensor, buf: RolloutBuffer
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The advantages' mean and standard deviation over every rank's rollout, in one all-reduce
+    that also pools the rollout's observation moments, merged into the policy's normalisers
+    for the next rollout."""
+    observations = {
+        group: (normalizer, obs)
+        for group, normalizer, obs in (
+            ("actor", policy.actor_normalizer, buf.actor_obs),
+            ("critic", policy.critic_normalizer, buf.critic_obs),
+        )
+        if normalizer is not None
+    }
+    a = advantages.double()
+    pack = NamedPack(torch.float64, a.device)
+    # The count made on the device (`full`), not copied from the host: a CUDA graph cannot copy.
+    count = torch.full((), float(a.numel()), dtype=a.dtype, device=a.device)
+    pack.add("advantages", torch.stack([a.sum(), (a * a).sum(), count]))
+    for group, (_, obs) in observations.items():
+        pack.add(f"{group}_observations", moment_sums(obs))
+    pooled = pack.all_reduce_sum(ctx)
+    for group, (normalizer, _) in observations.items():
+        update_from_sums(normalizer, pooled[f"{group}_observations"])
+    total, squares, count = pooled["advantages"].unbind()
+    mean = total / count
+    return mean, (squares / count - mean**2).clamp(min=0.0).sqrt()

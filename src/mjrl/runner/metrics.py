@@ -12,7 +12,7 @@ import torch
 
 from mjrl.distributed.packing import NamedPack
 from mjrl.envs import VecEnv
-from mjrl.envs.env import GAUGE_PARTS
+from mjrl.envs.statistics import GAUGE_PARTS
 
 
 def pack_iteration(
