@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_wheel_ships_tasks_models_and_presets(tmp_path):
+def test_wheel_ships_tasks_models_motions_and_presets(tmp_path):
     subprocess.run(
         [
             sys.executable,
@@ -30,7 +30,7 @@ def test_wheel_ships_tasks_models_and_presets(tmp_path):
     )
     names = set(zipfile.ZipFile(next(tmp_path.glob("mjrl-*.whl"))).namelist())
     for task_dir in (ROOT / "tasks").iterdir():
-        for model in task_dir.glob("*.xml"):
+        for model in [*task_dir.glob("*.xml"), *task_dir.glob("*.npz")]:
             assert f"mjrl/tasks/{task_dir.name}/{model.name}" in names
         if (task_dir / "__init__.py").exists():
             assert f"mjrl/tasks/{task_dir.name}/__init__.py" in names

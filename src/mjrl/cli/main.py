@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: mjrl {list,train,play,plot,export,slurm} ...
+USAGE = """usage: mjrl {list,train,play,plot,export,slurm,motion} ...
   list    tasks and presets
   train   train a policy (see `train --help`)
   play    evaluate a checkpoint or record a video (see `play --help`)
   plot    draw learning curves of runs (see `mjrl plot --help`)
   export  write a policy as ONNX or TorchScript for deployment (see `mjrl export --help`)
-  slurm   write or submit a Slurm batch script that trains across nodes (see `mjrl slurm --help`)"""
+  slurm   write or submit a Slurm batch script that trains across nodes (see `mjrl slurm --help`)
+  motion  make and inspect reference motions for tracking (see `mjrl motion --help`)"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         from mjrl.cli.slurm import main as slurm_main
 
         return slurm_main(rest)
+    if command == "motion":
+        from mjrl.cli.motion import main as motion_main
+
+        return motion_main(rest)
     print(
-        f"mjrl: error: unknown command {command!r}; expected list, train, play, plot, export or slurm", file=sys.stderr
+        f"mjrl: error: unknown command {command!r}; expected list, train, play, plot, export, slurm or motion",
+        file=sys.stderr,
     )
     return 2
 
