@@ -4,8 +4,8 @@
 
 - `humanoid_walk.npz`: the kept humanoid policy (`runs/humanoid-h`) walking forward at 0.6 m/s
   for 6 s from a reset, recorded by `mjrl motion record` (deterministic actions, seed 0, CPU).
-- `humanoid_squat_reach.npz`: a squat with a reach of both arms and a turn of the waist, 6 s,
-  that no velocity command produces. Made from joint keyframes: the arms and waist follow them,
+- `humanoid_squat_reach.npz`: a squat with both arms reaching forward, then raised high while
+  rising halfway, 6 s, that no velocity command produces. Made from joint keyframes: the arms follow them,
   the pelvis is lowered by `SQUAT_DEPTH` and pitched forward, and every frame the legs and the
   pelvis's horizontal position are solved (inverse kinematics, damped least squares on MuJoCo's
   Jacobians) so that both feet stay where they stood at home and the whole body's centre of mass
@@ -37,12 +37,16 @@ SQUAT_DEPTH = 0.20  # m the pelvis goes down
 SQUAT_PITCH = 0.35  # rad the pelvis leans forward at the bottom
 
 # (time s, {joint: angle offset from home}, squat fraction 0..1): eased between keyframes.
+# The waist, shoulder yaws and wrist rolls stay at home, so the CPU preset can lock them
+# (configs/cpu-tracking.yaml): the walk does not move them either.
+REACH = {"shoulder_pitch": -1.4, "elbow": -0.7, "shoulder_roll": -0.15}
+RAISE = {"shoulder_pitch": -2.4, "elbow": -0.9, "shoulder_roll": 0.1}
 KEYFRAMES = [
     (0.0, {}, 0.0),
     (0.8, {}, 0.0),
-    (2.6, {"shoulder_pitch": -1.4, "elbow": -0.7, "shoulder_roll": -0.15}, 1.0),
-    (3.4, {"shoulder_pitch": -1.4, "elbow": -0.7, "shoulder_roll": -0.15, "waist": 0.4}, 1.0),
-    (4.2, {"shoulder_pitch": -1.4, "elbow": -0.7, "shoulder_roll": -0.15, "waist": -0.4}, 1.0),
+    (2.6, REACH, 1.0),
+    (3.4, REACH, 1.0),
+    (4.2, RAISE, 0.6),
     (5.4, {}, 0.0),
     (6.0, {}, 0.0),
 ]

@@ -58,7 +58,7 @@ def env_for(task_name: str, num_envs: int = 4, **changes) -> VecEnv:
 TASKS = ["Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped"]
 
 
-@pytest.mark.parametrize("task_name", TASKS)
+@pytest.mark.parametrize("task_name", [*TASKS, "Mjrl-Tracking-Flat-Humanoid"])
 def test_env_step_does_not_wait_on_the_device(task_name):
     env = env_for(task_name)
     # Some envs end during the recorded steps (terminations and time-outs), so resets, final
@@ -96,6 +96,7 @@ def carried_state(env: VecEnv, extra: dict[str, object] | None = None) -> dict[s
     (where it lives), and each Python number or flag as it is."""
     found: dict[str, object] = {}
     holders = {"env": env, "env.terrain": env.terrain, "env.state": env.state, "env.sim": env.sim}
+    holders |= {f"env.components[{name}]": component for name, component in env.components.items()}
     holders |= extra or {}
     for prefix, holder in holders.items():
         for name, value in (vars(holder) if holder is not None else {}).items():
@@ -118,7 +119,15 @@ def carried_state(env: VecEnv, extra: dict[str, object] | None = None) -> dict[s
 SMALL_GRID = TerrainConfig(kind="grid", rows=3, columns_per_type=1, patch_size=4.0, platform=1.0, border=1.0)
 
 
-@pytest.mark.parametrize("task_name", [*TASKS, "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Humanoid"])
+TASKS_WITH_STATE = [
+    *TASKS,
+    "Mjrl-Velocity-Rough-Quadruped",
+    "Mjrl-Velocity-Flat-Humanoid",
+    "Mjrl-Tracking-Flat-Humanoid",
+]
+
+
+@pytest.mark.parametrize("task_name", TASKS_WITH_STATE)
 def test_the_env_writes_what_it_carries_between_steps_in_place(task_name):
     """A CUDA graph captured around an env step reads and writes the memory it saw at capture:
     a tensor the step rebinds to a new one (the observations, the terrain rows) would keep its

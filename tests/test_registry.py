@@ -26,9 +26,9 @@ def test_listing_the_tasks_imports_no_simulator():
 def test_every_task_package_registers_its_tasks():
     tasks_dir = Path(mjrl.tasks.__file__).parent
     packages = sorted(p.name for p in tasks_dir.iterdir() if (p / "registry.py").exists())
-    assert packages == ["cartpole", "velocity"]
+    assert packages == ["cartpole", "tracking", "velocity"]
     names = task_names()
-    assert {"Mjrl-Cartpole-Balance", "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Humanoid"} <= set(names)
+    assert {"Mjrl-Cartpole-Balance", "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Tracking-Flat-Humanoid"} <= set(names)
     for name in names:  # each entry names a task that exists under that name
         assert load_task(name).name == name
 

@@ -151,6 +151,10 @@ class TaskSpec:
     """What an exported policy's sidecar tells a robot-side runtime to add to the targets in
     place of `action_feedforward` (JSON data: its parameters and formula). A task with a
     feedforward but without this cannot be exported."""
+    deployment_inputs: Callable[[VecEnv], dict] | None = None
+    """What an exported policy's sidecar tells a robot-side runtime to supply at every step beyond
+    the robot's own sensors (JSON data: a reference motion's frame, for a tracking task); None:
+    nothing."""
     action_mirror: MirrorFn | None = None
     """How actions mirror (see `ObsTerm.mirror`); None: the task has no symmetry."""
     state: Callable[[VecEnv], EnvComponent] | None = None

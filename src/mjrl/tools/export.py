@@ -26,9 +26,9 @@ from mjrl.rl.networks import ActorCritic, DeployedActor
 
 Format = Literal["onnx", "torchscript"]
 MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
-SCHEMA = "mjrl-policy/3"
-"""Version 3: `target_feedforward`. Version 2: `action_scale` per action (version 1 had one number
-for all). Both older versions are still read."""
+SCHEMA = "mjrl-policy/4"
+"""Version 4: `reference_inputs`. Version 3: `target_feedforward`. Version 2: `action_scale` per
+action (version 1 had one number for all). Every older version is still read."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +69,10 @@ class Sidecar:
     action transform, also when `actions_scaled`): a "kind", its "formula" in words and its
     parameters (`reference_swing`: a gait's leg swing in time with the gait_clock observation).
     None: nothing is added."""
+    reference_inputs: dict | None
+    """What the runtime supplies at every step beyond the robot's sensors, and which observation
+    terms it feeds (a tracking policy's reference motion: its files, rate, joints and anchor).
+    None: the robot's sensors and the last action are all the policy reads."""
     control_period_s: float
     """Seconds between two policy steps (physics timestep x decimation)."""
     physics_timestep_s: float
@@ -92,7 +96,9 @@ class Sidecar:
                 "action_scale": [data.get("action_scale")] * len(data.get("action_offset", ())),
             }
         if data.get("schema") == "mjrl-policy/2":  # nothing added to the targets
-            data |= {"schema": SCHEMA, "target_feedforward": None}
+            data |= {"schema": "mjrl-policy/3", "target_feedforward": None}
+        if data.get("schema") == "mjrl-policy/3":  # no reference to supply
+            data |= {"schema": SCHEMA, "reference_inputs": None}
         if data.get("schema") != SCHEMA:
             raise UsageError(f"not an {SCHEMA} sidecar (schema {data.get('schema')!r})")
         try:
@@ -177,6 +183,7 @@ def _sidecar(
         action_offset=tuple(float(x) for x in offset),
         actions_scaled=scaled_actions,
         target_feedforward=feedforward,
+        reference_inputs=env.task.deployment_inputs(env) if env.task.deployment_inputs else None,
         control_period_s=float(env.step_dt),
         physics_timestep_s=float(env.sim.mj_model.opt.timestep),
         decimation=env.cfg.sim.decimation,

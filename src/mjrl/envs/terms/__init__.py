@@ -47,6 +47,15 @@ from mjrl.envs.terms.observations import (
     scan_offsets,
     scan_problem,
 )
+from mjrl.envs.terms.quaternions import (
+    quat_angle,
+    quat_apply,
+    quat_apply_inverse,
+    quat_conj,
+    quat_mul,
+    rotation_columns,
+    yaw_quat,
+)
 from mjrl.envs.terms.rewards import (
     AngularMomentum,
     JointDeviation,
@@ -55,6 +64,7 @@ from mjrl.envs.terms.rewards import (
     flat_orientation,
     is_terminated,
     joint_acc,
+    joint_limits,
     joint_torques,
     lin_vel_z,
     per_joint_values,
@@ -93,6 +103,7 @@ __all__ = [
     "illegal_contact",
     "is_terminated",
     "joint_acc",
+    "joint_limits",
     "joint_pos_rel",
     "joint_torques",
     "joint_vel",
@@ -106,8 +117,14 @@ __all__ = [
     "per_joint_values",
     "projected_gravity",
     "push_base",
+    "quat_angle",
+    "quat_apply",
+    "quat_apply_inverse",
+    "quat_conj",
+    "quat_mul",
     "quat_products_to_rotation",
     "randomize_friction_and_mass",
+    "rotation_columns",
     "scan_offsets",
     "scan_problem",
     "self_collisions",
@@ -117,4 +134,5 @@ __all__ = [
     "undesired_contacts",
     "uniform",
     "upright",
+    "yaw_quat",
 ]

@@ -50,6 +50,15 @@ def upright(env: VecEnv, sigma: float) -> torch.Tensor:
     return torch.exp(flat_orientation(env) / -sigma)
 
 
+def joint_limits(env: VecEnv, soft: float) -> torch.Tensor:
+    """How far (rad, summed over the actuated joints) the joints are beyond their soft limits:
+    the middle `soft` share of each joint's range."""
+    q = env.sim.qpos[:, env.robot.joint_qpos]
+    middle = 0.5 * (env.robot.joint_upper + env.robot.joint_lower)
+    half = 0.5 * soft * (env.robot.joint_upper - env.robot.joint_lower)
+    return ((q - middle).abs() - half).clamp(min=0.0).sum(dim=1)
+
+
 def undesired_contacts(env: VecEnv) -> torch.Tensor:
     """Number of the robot's undesired-contact geoms touching the ground."""
     return env.contacts.index_select(1, env.robot.undesired_geoms).sum(dim=1).float()
