@@ -169,3 +169,23 @@ def test_two_ranks_train_the_tracking_task_in_lockstep(tmp_path):
     summary = last_json(result.stdout)
     assert set(summary["ranks"]) == {"0", "1"}
     assert len({rank["parameters_sha256"] for rank in summary["ranks"].values()}) == 1
+
+
+def test_videos_draw_the_reference_as_a_ghost_over_the_robot():
+    from mjrl.sim.render import GHOST_RGBA, visual_model
+    from mjrl.tools.video import video_state
+
+    env = tracking_env(start="first")
+    nq = env.sim.qpos.shape[1]
+    state = video_state(env)
+    assert state.shape == (env.num_envs, 2 * nq)
+    assert torch.allclose(state[:, nq:], env.sim.qpos, atol=1e-5)  # at the start, on the reference
+    for _ in range(10):
+        env.step(torch.zeros(env.num_envs, env.num_actions, device=env.device))
+    state = video_state(env)
+    assert float((state[0, nq + 7 :] - state[0, 7:nq]).abs().max()) > 0.05  # the walk's legs swing, the robot's not
+    model = visual_model(env.task.scene, ghost=True)
+    assert model.nq == 2 * nq
+    ghost_geoms = [g for g in range(model.ngeom) if model.geom(g).name.startswith("ghost_")]
+    assert ghost_geoms and all(model.geom_contype[g] == model.geom_conaffinity[g] == 0 for g in ghost_geoms)
+    assert np.allclose(model.geom_rgba[ghost_geoms[0]], GHOST_RGBA)

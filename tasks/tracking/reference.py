@@ -59,3 +59,14 @@ def relative_reference(env: VecEnv) -> tuple[torch.Tensor, torch.Tensor]:
     turn = turn.expand(-1, bodies, -1)
     positions = origin + quat_apply(turn, ref.body_pos - ref_pos.unsqueeze(1))
     return positions, quat_mul(turn, ref.body_quat)
+
+
+def reference_qpos(env: VecEnv) -> torch.Tensor:
+    """(n, nq) the robot's position coordinates with the reference's root pose and joints at
+    each env's frame: the ghost a video draws over the robot (`TaskSpec.video_ghost`)."""
+    lib, base = library(env), env.robot.base_qpos
+    qpos = env.sim.qpos.clone()
+    qpos[:, base : base + 3] = lib.frames["root_pos"][lib.frame]
+    qpos[:, base + 3 : base + 7] = lib.frames["root_quat"][lib.frame]
+    qpos[:, env.robot.joint_qpos] = lib.reference.joint_pos
+    return qpos

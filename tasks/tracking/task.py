@@ -26,7 +26,7 @@ from mjrl.tasks.tracking import observations, rewards, terminations
 from mjrl.tasks.tracking.config import AGENT, TrackingEnvConfig
 from mjrl.tasks.tracking.evaluation import TrackingGauges, play_metrics
 from mjrl.tasks.tracking.library import MotionLibrary, validate_motions
-from mjrl.tasks.tracking.reference import MOTION, library
+from mjrl.tasks.tracking.reference import MOTION, library, reference_qpos
 
 __all__ = ["TrackingEnvConfig", "build", "play_metrics", "tracking_task"]
 
@@ -120,6 +120,7 @@ def build(cfg: TrackingEnvConfig) -> TaskSpec:
         terminations=_terminations(cfg),
         events={"record_failures": EventTerm(_record_failures, mode="episode_end")},
         deployment_inputs=deployment_inputs,
+        video_ghost=reference_qpos,
         contacts=True,
         action_offset=mdp.home_joint_positions,
         components={

@@ -151,6 +151,9 @@ class TaskSpec:
     """What an exported policy's sidecar tells a robot-side runtime to add to the targets in
     place of `action_feedforward` (JSON data: its parameters and formula). A task with a
     feedforward but without this cannot be exported."""
+    video_ghost: Callable[[VecEnv], torch.Tensor] | None = None
+    """(num_envs, nq) a second pose of the robot, drawn translucent over it in videos (a tracking
+    task's reference); None: the robot alone."""
     deployment_inputs: Callable[[VecEnv], dict] | None = None
     """What an exported policy's sidecar tells a robot-side runtime to supply at every step beyond
     the robot's own sensors (JSON data: a reference motion's frame, for a tracking task); None:

@@ -64,12 +64,9 @@ class RunOutputs:
         if cfg.video_interval > 0:
             self.clips = ClipRecorder(
                 pick_gl_backend(),
-                env.task.scene,
+                env,
                 max(1, round(cfg.video_seconds / env.step_dt)),
-                env.sim.qpos.shape[1],
-                1.0 / env.step_dt,
                 self.run_dir / "videos",
-                ctx.device,
                 gif=cfg.logger == "tensorboard",
             )
 

@@ -199,7 +199,7 @@ class Runner:
                 actions = hook.actions(actions)
             obs, rewards, terminated, truncated, extras = env.step(actions)
             if clips is not None and clips.recording:
-                clips.record(env.sim.qpos)
+                clips.record(env)
             algorithm.process_env_step(rewards, terminated, truncated, extras)
         algorithm.compute_returns(obs)
 

@@ -46,11 +46,19 @@ def pick_gl_backend() -> str:
     )
 
 
-def visual_model(scene: Scene, width: int = 640, height: int = 480) -> mujoco.MjModel:
+GHOST_RGBA = (0.3, 0.65, 1.0, 0.35)
+"""A ghost's colour: translucent blue over the grey robot."""
+
+
+def visual_model(scene: Scene, width: int = 640, height: int = 480, ghost: bool = False) -> mujoco.MjModel:
     """The task's scene with a checkered ground, a sky and a brighter headlight: a plain floor
     hides how fast a followed robot moves; and an offscreen buffer of at least `width` x
-    `height`. Only the picture changes; physics is not run here."""
+    `height`. With `ghost`, a translucent copy of the robot that touches nothing, whose
+    position coordinates follow the robot's (`TaskSpec.video_ghost`). Only the picture changes;
+    physics is not run here."""
     spec, _ = scene.spec()
+    if ghost:
+        _add_ghost(spec, scene)
     spec.visual.global_.offwidth = max(width, spec.visual.global_.offwidth)
     spec.visual.global_.offheight = max(height, spec.visual.global_.offheight)
     spec.add_texture(
@@ -71,6 +79,19 @@ def visual_model(scene: Scene, width: int = 640, height: int = 480) -> mujoco.Mj
     spec.visual.headlight.ambient = [0.35, 0.35, 0.35]
     spec.visual.headlight.diffuse = [0.6, 0.6, 0.6]
     return spec.compile()
+
+
+def _add_ghost(spec: mujoco.MjSpec, scene: Scene) -> None:
+    """The scene's robot again (its joints locked alike), attached last: its qpos follows the
+    robot's. Without keyframes, actuators and sensors; seen, never touched."""
+    from mjrl.sim.scene import Scene
+
+    robot, _ = Scene(scene.mjcf, None, scene.locked_joints, scene.lock_keyframe).spec()
+    for element in [*robot.keys, *robot.actuators, *robot.sensors]:
+        robot.delete(element)
+    for geom in robot.geoms:
+        geom.contype, geom.conaffinity, geom.rgba = 0, 0, list(GHOST_RGBA)
+    spec.worldbody.add_frame().attach_body(robot.worldbody.first_body(), "ghost_", "")
 
 
 def make_camera(m: mujoco.MjModel, data: mujoco.MjData) -> mujoco.MjvCamera:
@@ -99,8 +120,8 @@ def make_camera(m: mujoco.MjModel, data: mujoco.MjData) -> mujoco.MjvCamera:
 class FrameRenderer:
     """Draws a model at given joint positions, seen by `make_camera`'s camera."""
 
-    def __init__(self, scene: Scene, width: int, height: int):
-        self.model = visual_model(scene, width, height)
+    def __init__(self, scene: Scene, width: int, height: int, ghost: bool = False):
+        self.model = visual_model(scene, width, height, ghost)
         self.data = mujoco.MjData(self.model)
         self.renderer = mujoco.Renderer(self.model, height, width)
         self.camera = make_camera(self.model, self.data)

@@ -119,5 +119,6 @@ def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
     control_fps = 1.0 / env.step_dt
     states = record_states(env, policy, max(1, round(cfg.video_seconds * control_fps)))
     fps = cfg.video_fps or control_fps
-    frames = render_in_subprocess(backend, env.task.scene, states, control_fps, fps, out, cfg.video_size)
+    ghost = env.task.video_ghost is not None
+    frames = render_in_subprocess(backend, env.task.scene, states, control_fps, fps, out, cfg.video_size, ghost)
     return {"task": task.name, "checkpoint": str(path), "video": str(out), "frames": frames, "fps": fps, "gl": backend}

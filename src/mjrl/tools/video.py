@@ -79,6 +79,13 @@ def start_drawing_process(backend: str, idle: bool = False) -> None:
         lowest_priority()
 
 
+def video_state(env: Any) -> torch.Tensor:
+    """What a video records of each env per step: its qpos, followed by its ghost's
+    (`TaskSpec.video_ghost`) when the task draws one."""
+    ghost = env.task.video_ghost
+    return env.sim.qpos if ghost is None else torch.cat([env.sim.qpos, ghost(env)], dim=1)
+
+
 def render_clip(
     scene: Scene,
     qpos: np.ndarray,
@@ -87,14 +94,16 @@ def render_clip(
     out: str,
     gif: bool = False,
     size: tuple[int, int] = SIZE,
+    ghost: bool = False,
 ) -> int:
     """Entry point of the drawing process (`start_drawing_process` ran first): frames of the
-    states `qpos` (T, nq), recorded at `state_fps`, into an mp4 at `fps` (and a GIF beside it
-    with `gif`), `size` pixels wide and high. Returns the number of frames."""
+    states `qpos` (T, nq; with `ghost`, the ghost's nq after the robot's), recorded at
+    `state_fps`, into an mp4 at `fps` (and a GIF beside it with `gif`), `size` pixels wide and
+    high. Returns the number of frames."""
     from mjrl.sim.render import FrameRenderer
 
     make_dirs(Path(out).parent)
-    renderer = FrameRenderer(scene, *size)
+    renderer = FrameRenderer(scene, *size, ghost=ghost)
     try:
         frames = [renderer.render(qpos[i]) for i in frame_indices(len(qpos), state_fps, fps)]
         if gif:
@@ -105,23 +114,31 @@ def render_clip(
 
 
 def render_in_subprocess(
-    backend: str, scene: Scene, qpos: np.ndarray, state_fps: float, fps: float, out: Path, size: tuple[int, int] = SIZE
+    backend: str,
+    scene: Scene,
+    qpos: np.ndarray,
+    state_fps: float,
+    fps: float,
+    out: Path,
+    size: tuple[int, int] = SIZE,
+    ghost: bool = False,
 ) -> int:
     """`render_clip` in a spawned process, waited for (what `play --video` does)."""
     with multiprocessing.get_context("spawn").Pool(1, initializer=start_drawing_process, initargs=(backend,)) as pool:
-        return pool.apply(render_clip, (scene, qpos, state_fps, fps, str(out), False, size))
+        return pool.apply(render_clip, (scene, qpos, state_fps, fps, str(out), False, size, ghost))
 
 
 @torch.no_grad()
 def record_states(env: Any, policy: Any, steps: int) -> np.ndarray:
-    """qpos of env 0 at reset and after each of `steps - 1` steps of the deterministic policy:
-    `steps` states, one per control period. Episodes that end are reset and go on."""
-    states = torch.empty(steps, env.sim.qpos.shape[1], device=env.device)
+    """`video_state` of env 0 at reset and after each of `steps - 1` steps of the deterministic
+    policy: `steps` states, one per control period. Episodes that end are reset and go on."""
     obs = env.reset()
-    states[0] = env.sim.qpos[0]
+    first = video_state(env)[0]
+    states = torch.empty(steps, first.shape[0], device=env.device)
+    states[0] = first
     for k in range(1, steps):
         obs = env.step(policy.act_deterministic(obs["actor"]))[0]
-        states[k] = env.sim.qpos[0]
+        states[k] = video_state(env)[0]
     return states.cpu().numpy()
 
 
@@ -140,11 +157,10 @@ class ClipRecorder:
     handed to a spawned drawing process at the lowest priority. The runner asks for finished
     clips once per iteration and logs them."""
 
-    def __init__(
-        self, backend: str, scene: Scene, steps: int, nq: int, state_fps: float, folder: Path, device, gif: bool
-    ):
-        self.scene, self.state_fps, self.folder, self.gif = scene, state_fps, folder, gif
-        self.states = torch.empty(steps, nq, device=device)
+    def __init__(self, backend: str, env: Any, steps: int, folder: Path, gif: bool):
+        self.scene, self.state_fps, self.folder, self.gif = env.task.scene, 1.0 / env.step_dt, folder, gif
+        self.ghost = env.task.video_ghost is not None
+        self.states = torch.empty(steps, video_state(env).shape[1], device=env.device)
         self.filled = -1  # -1: not recording
         self.iteration = 0
         # Lowest priority from the start (its imports included): on a machine whose cores the
@@ -162,13 +178,14 @@ class ClipRecorder:
         if not self.recording:
             self.filled, self.iteration = 0, iteration
 
-    def record(self, qpos: torch.Tensor) -> None:
-        """Called after every env step while recording, with the training env's qpos."""
-        self.states[self.filled].copy_(qpos[0])
+    def record(self, env: Any) -> None:
+        """Called after every env step while recording, with the training env."""
+        self.states[self.filled].copy_(video_state(env)[0])
         self.filled += 1
         if self.filled == len(self.states):
             out = self.folder / f"iteration_{self.iteration:06d}.mp4"
-            args = (self.scene, self.states.cpu().numpy(), self.state_fps, self.state_fps, str(out), self.gif)
+            states = self.states.cpu().numpy()
+            args = (self.scene, states, self.state_fps, self.state_fps, str(out), self.gif, SIZE, self.ghost)
             self.pending.append((self.iteration, out, self.pool.apply_async(render_clip, args)))
             self.filled = -1
 
