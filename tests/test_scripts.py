@@ -17,7 +17,7 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # These run in another environment: the reference venv, which has rsl_rl
 # (`scripts/rsl_rl_reference.py`), or mjlab's (`scripts/mjlab_go1.py`).
-OTHER_ENVS = {"rsl_rl_reference", "compare_update", "mjlab_go1"}
+OTHER_ENVS = {"rsl_rl_reference", "mjlab_go1"}
 
 
 def test_every_benchmark_script_imports() -> None:
@@ -41,10 +41,9 @@ def test_every_benchmark_script_imports() -> None:
 
 def test_scripts_share_helpers_through_common_only() -> None:
     # A benchmark that imports another's helper breaks when that benchmark changes for its own
-    # reasons. rsl_rl_reference.py is the exception: compare_update.py compares against the very
-    # adapter it trains with, and both need rsl_rl, which common.py must not.
+    # reasons.
     scripts = {p.stem for p in SCRIPTS.glob("*.py")} - {"common"}
-    allowed = {("compare_update", "rsl_rl_reference")}
+    allowed: set[tuple[str, str]] = set()
     imports = set()
     for path in SCRIPTS.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

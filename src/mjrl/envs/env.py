@@ -90,11 +90,15 @@ class VecEnv:
         self.obs: Obs = {}
         """The current observations, in tensors kept for the whole run (`_set_obs`)."""
         self._start_episodes()
-        # Terms look names up in the model at their first call: a wrong one is a UsageError
-        # here, before training starts, not at the first step.
+        self._init_layout()
+
+    def _init_layout(self) -> None:
+        """What the learner needs of the observations: their widths, std floors and mirrors.
+        Terms look names up in the model at their first call: a wrong one is a UsageError
+        here, before training starts, not at the first step."""
         self._compute_reward()
         self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
-        self.obs_std_floors = {group: self._std_floors(terms) for group, terms in task.observations.items()}
+        self.obs_std_floors = {group: self._std_floors(terms) for group, terms in self.task.observations.items()}
         """Per group, each column's `ObsTerm.std_floor` (None when no term has one)."""
         self.mirrors, self.mirror_problem = env_mirrors(self)
         """How each observation group and the actions ("actions") mirror left-right, None when
