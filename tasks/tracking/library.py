@@ -15,6 +15,7 @@ bins of `bin_s` and draws a bin in proportion to how often episodes have recentl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,7 +145,7 @@ class MotionLibrary(EnvComponent):
         """The failure averages of the adaptive draw, so that a resumed run draws as it did."""
         return {"motion_bin_failures": self.failures.clone()}
 
-    def load_resume_state(self, saved) -> bool:
+    def load_resume_state(self, saved: Mapping[str, torch.Tensor]) -> bool:
         failures = saved.get("motion_bin_failures")
         if failures is not None and failures.shape == self.failures.shape:
             self.failures.copy_(failures)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from functools import partial
 
+import torch
+
 from mjrl.envs import EventTerm, ObsTerm, RewardTerm, Task, TaskSpec, TerminationTerm, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
@@ -80,7 +82,7 @@ def _terminations(cfg: TrackingEnvConfig) -> dict[str, TerminationTerm]:
     }
 
 
-def _record_failures(env, ended) -> None:
+def _record_failures(env: VecEnv, ended: torch.Tensor) -> None:
     library(env).record_failures(env, ended)
 
 
