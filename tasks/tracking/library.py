@@ -48,16 +48,17 @@ class Reference:
 class MotionLibrary(EnvComponent):
     """Every motion's frames, each env's clip and frame, and the draw of start frames."""
 
-    def __init__(self, env: VecEnv, cfg: MotionConfig, noise: ResetNoiseConfig) -> None:
-        self.cfg, self.noise, self.device = cfg, noise, env.device
-        motions = validate_motions(env.cfg)
+    def __init__(self, env: VecEnv, motions: list[Motion], cfg: MotionConfig, noise: ResetNoiseConfig) -> None:
+        """`motions` as `validate_motions` loaded and checked them when the task was built."""
+        self.cfg, self.device = cfg, env.device
         model = env.sim.mj_model
-        self.body_ids = [model.body(name).id for name in cfg.bodies]
+        body_ids = [model.body(name).id for name in cfg.bodies]
         self.anchor = cfg.bodies.index(cfg.anchor_body)
         effectors = [cfg.bodies.index(b) for b in cfg.end_effectors]
         self.end_effectors = torch.tensor(effectors, dtype=torch.long, device=env.device)
-        self.body_root = torch.tensor(model.body_rootid[self.body_ids], device=env.device)
-        self.body_ids_t = torch.tensor(self.body_ids, device=env.device)
+        self.body_root = torch.tensor(model.body_rootid[body_ids], device=env.device)
+        self.body_ids = torch.tensor(body_ids, device=env.device)
+        """The tracked bodies' ids in the model, in `MotionConfig.bodies` order."""
         frames = [_frames(motion, env, cfg.bodies) for motion in motions]
         self.frames = {key: torch.cat([f[key] for f in frames]).to(env.device) for key in frames[0]}
         lengths = [motion.num_frames for motion in motions]
@@ -70,8 +71,10 @@ class MotionLibrary(EnvComponent):
         """Each env's clip's last frame."""
         self.frame = torch.zeros(n, dtype=torch.long, device=env.device)
         """Each env's current frame: `start` plus the steps taken, at most `last`."""
-        self.reference = Reference(*(torch.zeros((n, *self.frames[k].shape[1:]), device=env.device) for k in _GATHERED))
-        bodies = len(self.body_ids)
+        self.reference = Reference(
+            **{key: torch.zeros((n, *self.frames[key].shape[1:]), device=env.device) for key in _GATHERED}
+        )
+        bodies = len(body_ids)
         self.body_lin_vel = torch.zeros(n, bodies, 3, device=env.device)
         """The robot's tracked bodies' world linear velocities (at each body's origin)."""
         self.body_ang_vel = torch.zeros(n, bodies, 3, device=env.device)
@@ -81,8 +84,9 @@ class MotionLibrary(EnvComponent):
     def _init_bins(self, lengths: list[int]) -> None:
         """Bins of `bin_s` over each clip's startable frames (all but its last)."""
         per_bin = max(1, round(self.cfg.bin_s * self.fps))
-        first, sizes, clip_last, offset = [], [], [], 0
+        first, sizes, clip_last, clip_first_bins, offset = [], [], [], [], 0
         for length in lengths:
+            clip_first_bins.append(len(first))
             for start in range(0, length - 1, per_bin):
                 first.append(offset + start)
                 sizes.append(min(per_bin, length - 1 - start))
@@ -104,9 +108,8 @@ class MotionLibrary(EnvComponent):
         # A failure in bin b counts decay^k for bin b - k (k < kernel_bins), within its clip.
         k = torch.arange(self.cfg.kernel_bins, device=device)
         self.kernel = self.cfg.kernel_decay**k
-        self.first_clip_bins = torch.tensor(
-            [b for b, f in enumerate(first) if f in _starts(lengths)], device=device, dtype=torch.long
-        )
+        self.first_clip_bins = torch.tensor(clip_first_bins, device=device, dtype=torch.long)
+        """Each clip's first bin."""
 
     # ------------------------------------------------------------------------- component
 
@@ -182,8 +185,8 @@ class MotionLibrary(EnvComponent):
         """World velocities at the tracked bodies' origins from MuJoCo's com-based `cvel` (its
         linear part is the velocity of the point at the subtree's centre of mass)."""
         sim = env.sim
-        cvel = sim.cvel.index_select(1, self.body_ids_t)
-        arm = sim.xpos.index_select(1, self.body_ids_t) - sim.subtree_com.index_select(1, self.body_root)
+        cvel = sim.cvel.index_select(1, self.body_ids)
+        arm = sim.xpos.index_select(1, self.body_ids) - sim.subtree_com.index_select(1, self.body_root)
         self.body_ang_vel.copy_(cvel[..., :3])
         torch.add(cvel[..., 3:], torch.linalg.cross(cvel[..., :3], arm, dim=-1), out=self.body_lin_vel)
 
@@ -232,11 +235,6 @@ def _quat_from_small_angles(half: torch.Tensor) -> torch.Tensor:
     angle = torch.linalg.vector_norm(half, dim=1, keepdim=True)
     axis_part = torch.where(angle > 1e-9, torch.sin(angle) / angle.clamp(min=1e-9), torch.ones_like(angle)) * half
     return torch.cat([torch.cos(angle), axis_part], dim=1)
-
-
-def _starts(lengths: list[int]) -> set[int]:
-    """The global first frame of each clip."""
-    return {int(sum(lengths[:i])) for i in range(len(lengths))}
 
 
 def validate_motions(cfg: TrackingEnvConfig) -> list[Motion]:

@@ -31,7 +31,7 @@ def reference(env: VecEnv) -> Reference:
 
 def robot_bodies(env: VecEnv) -> tuple[torch.Tensor, torch.Tensor]:
     """(n, bodies, 3) world positions and (n, bodies, 4) orientations of the tracked bodies."""
-    ids = library(env).body_ids_t
+    ids = library(env).body_ids
     return env.sim.xpos.index_select(1, ids), env.sim.xquat.index_select(1, ids)
 
 

@@ -113,7 +113,7 @@ def build(cfg: TrackingEnvConfig) -> TaskSpec:
         raise UsageError(f"robot config: no MJCF file at {cfg.robot.mjcf!r}; give --env.robot.mjcf PATH")
     if cfg.terrain.kind != "flat":
         raise UsageError("the tracking task runs on flat ground: the motions are made there (drop --env.terrain.kind)")
-    validate_motions(cfg)  # before anything is built: a motion that does not fit is one line
+    motions = validate_motions(cfg)  # before anything is built: a motion that does not fit is one line
     return TaskSpec(
         scene=Scene(mjcf, cfg.terrain, cfg.robot.locked_joints, cfg.robot.home_keyframe),
         robot=cfg.robot,
@@ -126,7 +126,7 @@ def build(cfg: TrackingEnvConfig) -> TaskSpec:
         contacts=True,
         action_offset=mdp.home_joint_positions,
         components={
-            MOTION: partial(MotionLibrary, cfg=cfg.motion, noise=cfg.reset_noise),
+            MOTION: partial(MotionLibrary, motions=motions, cfg=cfg.motion, noise=cfg.reset_noise),
             "tracking_errors": TrackingGauges,
         },
         # Episodes start in the reference's state: the terms read its bodies' poses at once.

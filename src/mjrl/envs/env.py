@@ -327,7 +327,7 @@ class VecEnv:
         if not self.task.terminations:
             return torch.zeros_like(time_out), time_out
         fired = torch.stack([term.func(self) for term in self.task.terminations.values()])
-        self.term_totals.termination_counts += fired.sum(dim=1)
+        self.term_totals.add_terminations(fired)
         if self._row_split is None:
             terminated, truncated = fired.any(dim=0), time_out
         else:

@@ -33,6 +33,10 @@ class TermTotals:
         self.reward_sums += term_values.masked_fill(nonfinite, 0.0).sum(dim=1)
         self.steps += 1
 
+    def add_terminations(self, fired: torch.Tensor) -> None:
+        """One env step's stacked termination terms, (terminations, num_envs) bool."""
+        self.termination_counts += fired.sum(dim=1)
+
     def pop(self) -> dict[str, torch.Tensor]:
         """Since the last call: each reward term's sum, each termination's count, the non-finite
         resets and the env steps whose rewards count (`nonfinite_resets`, `reward_steps`); then

@@ -23,26 +23,21 @@ if TYPE_CHECKING:
 def record_motion(env: VecEnv, policy, seconds: float) -> Motion:
     """`seconds` of env 0 under the deterministic `policy`, from a reset, as a motion of the
     robot's MJCF. An episode that ends before is refused: a reset would teleport the robot."""
-    import torch
+    from mjrl.tools.video import record_states
 
     if env.task.robot is None:
         raise UsageError("this task has no robot config: only a robot's play is recorded as a motion")
     kinematics = RobotKinematics(env.task.robot.mjcf)
     columns = _qpos_columns(env, kinematics)
     steps = max(2, round(seconds / env.step_dt) + 1)
-    states = torch.empty(steps, env.sim.qpos.shape[1], device=env.device)
-    obs = env.reset()
-    states[0] = env.sim.qpos[0]
-    with torch.no_grad():
-        for k in range(1, steps):
-            obs, _, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
-            if bool(terminated[0] | truncated[0]):
-                raise UsageError(
-                    f"the episode ended after {k * env.step_dt:.2f} s of the {seconds:g} s asked for; "
-                    "record a shorter motion, or with commands the policy follows"
-                )
-            states[k] = env.sim.qpos[0]
-    sim_qpos = states.cpu().double().numpy()
+    # The video's states begin with qpos (a task's ghost, if any, follows it).
+    states = record_states(env, policy, steps, until_episode_end=True)[:, : env.sim.qpos.shape[1]]
+    if len(states) < steps:
+        raise UsageError(
+            f"the episode ended after {len(states) * env.step_dt:.2f} s of the {seconds:g} s asked for; "
+            "record a shorter motion, or with commands the policy follows"
+        )
+    sim_qpos = states.astype(np.float64)
     qpos = np.tile(kinematics.home_qpos, (steps, 1))
     qpos[:, columns[1]] = sim_qpos[:, columns[0]]
     return kinematics.motion(qpos, 1.0 / env.step_dt)
