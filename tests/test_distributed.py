@@ -162,7 +162,9 @@ def test_builtin_launcher_returns_rank_results_with_identical_parameters(log_roo
 @pytest.mark.parametrize("rendezvous", ["c10d", "static"])
 def test_two_nodes_on_one_machine(log_root, rendezvous):
     """Both rendezvous kinds; a static one gives each node its own --node-rank, which the ranks'
-    check that they train the same config must not count as a difference."""
+    check that they train the same config must not count as a difference. Each node named as a
+    scheduler names it (SLURMD_NODENAME, as on a cluster whose nodes share a host): the header
+    says which ranks each one runs."""
     port = free_port()
     node_args = [
         *SMALL,
@@ -180,9 +182,13 @@ def test_two_nodes_on_one_machine(log_root, rendezvous):
     ranks = [["--node-rank", str(node)] if rendezvous == "static" else [] for node in range(2)]
     nodes = [
         subprocess.Popen(
-            [str(BIN / "train"), TASK, *node_args, *rank], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [str(BIN / "train"), TASK, *node_args, *rank],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "SLURMD_NODENAME": f"node{node}"},
         )
-        for rank in ranks
+        for node, rank in enumerate(ranks)
     ]
     outputs = [node.communicate(timeout=300) for node in nodes]
     for node, (_, err) in zip(nodes, outputs, strict=True):
@@ -190,6 +196,8 @@ def test_two_nodes_on_one_machine(log_root, rendezvous):
     summaries = [last_json(out) for out, _ in outputs]
     assert {r for s in summaries for r in s["ranks"]} == {"0", "1"}
     assert summaries[0]["run_dir"] == summaries[1]["run_dir"]  # rank 0's choice reached both nodes
+    headers = [line for out, _ in outputs for line in out.splitlines() if line.startswith("nodes ")]
+    assert headers in (["nodes node0: rank 0 | node1: rank 1"], ["nodes node1: rank 0 | node0: rank 1"])
     assert read_jsonl(Path(summaries[0]["run_dir"]) / "metrics.jsonl")[-1]["env_steps"] == (WARM_UP + 3) * 2 * 256
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime
+import subprocess
 import time
 
 import pytest
 import torch.distributed as dist
 from conftest import free_port
 
-from mjrl.distributed.watchdog import Watchdog
+from mjrl.distributed.watchdog import Watchdog, _ends_within
 
 
 class CountingStore:
@@ -50,3 +51,18 @@ def test_store_calls_per_heartbeat_do_not_grow_with_the_rank_count(world_size):
         watchdog.stop()
     calls_per_tick = (counting.calls - 1) / int(peers.get("tick/0"))  # - 1: start() publishes the pid
     assert calls_per_tick <= 3.2, calls_per_tick  # set own, check abort, one multi_get (+1 check, once)
+
+
+def test_a_launcher_still_dying_is_waited_for_and_a_living_one_is_not_taken_for_dead():
+    """A worker hears its launcher's death signal as each of the launcher's threads dies, so it
+    may ask while the launcher is still exiting: `_ends_within` waits for the exit itself."""
+    process = subprocess.Popen(["sleep", "60"])
+    try:
+        assert not _ends_within(process.pid, 0.0)
+        assert not _ends_within(process.pid, 0.3)  # alive: waited for, not reported dead
+        process.kill()  # not yet reaped: a zombie has exited all the same
+        assert _ends_within(process.pid, 10.0)
+    finally:
+        process.kill()
+        process.wait()
+    assert _ends_within(process.pid, 0.5)  # gone altogether

@@ -113,10 +113,12 @@ def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(
     log = log_text(tmp_path, job_id)
     assert record["JobState"] == "FAILED" and record["Restarts"] == "0", log
     assert took < 20, f"the job took {took:.0f} s to end"
-    # The log names the node, its task and the cause (srun's line, always there); mjrl's own
-    # line, naming the rank, comes when the dead node's worker posts it before srun ends the
-    # others: it must then blame node2, never bad input or the survivor.
+    # The log names the node, its task and the cause (srun's line, always there) and, from the
+    # start, the ranks each node runs (mjrl's line); mjrl's watchdog line comes too when the dead
+    # node's worker posts it before srun ends the others: it must then blame node2, never bad
+    # input or the survivor.
     assert "srun: error: node2: task 1: Killed" in log, log
+    assert re.search(r"^nodes node\d: rank \d \| node\d: rank \d$", log, re.M) and "node2: rank" in log, log
     blames_node2 = r"rank \d \(node node2\) failed: its launcher .* died|node node2, where rank 0 runs"
     for line in re.findall(r"^mjrl watchdog .*$", log, re.M):
         assert re.search(blames_node2, line), log

@@ -22,6 +22,7 @@ import contextlib
 import datetime
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -113,11 +114,15 @@ class Watchdog:
         self._last_progress = time.monotonic()
         self._collective_since = None
 
-    def launcher_death(self) -> str | None:
+    def launcher_death(self, wait_s: float = 0.0) -> str | None:
         """Why this rank fails when the launcher that started it died (killed, its node gone),
         else None. torch gives its workers SIGINT as parent-death signal, which would otherwise
-        read as a KeyboardInterrupt."""
-        if self.launcher_pid is None or os.getppid() == self.launcher_pid:
+        read as a KeyboardInterrupt. The signal comes as each of the launcher's threads dies,
+        the last one included, so a worker may hear it while the launcher is still exiting:
+        `wait_s` waits that long for it to finish dying."""
+        if self.launcher_pid is None:
+            return None
+        if os.getppid() == self.launcher_pid and not _ends_within(self.launcher_pid, wait_s):
             return None
         return (
             f"rank {self.rank} (node {self.node}) failed: its launcher (pid {self.launcher_pid}) died: "
@@ -235,3 +240,17 @@ class Watchdog:
             with contextlib.suppress(OSError), open(self.error_file, "w") as f:
                 json.dump(record, f)
         os._exit(code)
+
+
+def _ends_within(pid: int, wait_s: float) -> bool:
+    """Whether process `pid` (this one's parent) has exited or exits within `wait_s`."""
+    if wait_s <= 0:
+        return False
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], wait_s)[0])  # readable once it has exited
+    finally:
+        os.close(fd)

@@ -57,7 +57,9 @@ def leave_after_failure(ctx: DistContext, exc: BaseException) -> None:
     posted = ctx.watchdog.posted_abort()
     if posted is None:
         cause = f"rank {ctx.rank} (node {ctx.watchdog.node}) failed: {type(exc).__name__}: {exc}"
-        ctx.watchdog.abort(ctx.watchdog.launcher_death() or cause)
+        # A worker's KeyboardInterrupt is a second SIGINT: its launcher dying, or a user's.
+        wait_s = 1.0 if isinstance(exc, KeyboardInterrupt) else 0.0
+        ctx.watchdog.abort(ctx.watchdog.launcher_death(wait_s) or cause)
     with contextlib.suppress(Exception):  # a failure to leave must not hide the error
         shutdown_distributed()
     if posted is not None:

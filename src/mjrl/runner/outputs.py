@@ -86,6 +86,9 @@ class RunOutputs:
         start = f" | resuming at iteration {iteration}" if iteration else ""
         print(f"mjrl {task_name} | {ctx.device} | {envs} | seed {cfg.seed}{start}", flush=True)
         print(f"run  {self.run_dir}", flush=True)
+        if ctx.world_size > 1 and len(set(nodes := ctx.rank_nodes())) > 1:
+            # Which ranks each node runs: a scheduler's report of a dead node then names its ranks.
+            print(f"nodes {describe_nodes(nodes)}", flush=True)
 
     def log(self, metrics: dict[str, Any], max_iterations: int, eta_s: float) -> None:
         if not self.ctx.is_main:
@@ -119,3 +122,19 @@ class RunOutputs:
             self.metrics_file.close()
         if self.tracker is not None:
             self.tracker.close()
+
+
+def describe_nodes(nodes: list[str]) -> str:
+    """`node1: ranks 0-3 | node2: ranks 4-7` from each rank's node, in rank order."""
+    spans: list[tuple[str, int, int]] = []  # (node, first rank, last rank)
+    for rank, node in enumerate(nodes):
+        if spans and spans[-1][0] == node and spans[-1][2] == rank - 1:
+            spans[-1] = (node, spans[-1][1], rank)
+        else:
+            spans.append((node, rank, rank))
+    by_node: dict[str, list[str]] = {}
+    for node, first, last in spans:
+        by_node.setdefault(node, []).append(str(first) if first == last else f"{first}-{last}")
+    return " | ".join(
+        f"{node}: rank{'s' if len(r) > 1 or '-' in r[0] else ''} {', '.join(r)}" for node, r in by_node.items()
+    )
