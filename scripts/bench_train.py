@@ -1,7 +1,8 @@
 """Training throughput vs bare MuJoCo-Warp physics, measured in one process.
 
     python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256 [1024 ...]] [--iterations 10]
-        [--device cuda] [--no-graph] [--profile-envs 4096 --profile-out FILE]
+        [--device cuda] [--no-graph] [--precision fp32 bf16] [--compile off all]
+        [--profile-envs 4096 --profile-out FILE]
 
 For each number of envs (in one process: the kernels compile once), prints one JSON line: the
 bare physics rate (a loop of `mujoco_warp.step`), that rate divided by the task's
@@ -74,6 +75,7 @@ def training_rate(
     device: str,
     cuda_graphs: str = "off",
     precision: str = "fp32",
+    compile_: str = "off",
 ) -> tuple[float, float, float]:
     """(env steps/s of the whole loop, median collection s, median learning s per iteration),
     without the first iteration (warm-up) and, with `cuda_graphs`, the second (the capture)."""
@@ -81,7 +83,7 @@ def training_rate(
     from mjrl.runner.start import train
 
     skip = 1 if cuda_graphs == "off" else 2
-    cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs, precision)
+    cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs, precision, compile_)
     train(task, cfg, single_process(device))
     metrics = read_metrics(newest_run(Path(log_root), task.name))[skip:]
     steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
@@ -118,22 +120,25 @@ def profile(task: Task, num_envs: int, device: str, out: str, iterations: int = 
 
 def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
     """Print the figures of one number of envs as a JSON line per precision of `args.precision`
-    (the physics measured once)."""
+    and setting of `args.compile` (the physics measured once)."""
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     physics, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
     for precision in args.precision:
-        with tempfile.TemporaryDirectory() as log_root:
-            rates = training_rate(task, num_envs, args.iterations, log_root, args.device, args.cuda_graphs, precision)
-        report(task, num_envs, args, precision, physics, replayed, *rates)
+        for compile_ in args.compile:
+            with tempfile.TemporaryDirectory() as log_root:
+                rates = training_rate(
+                    task, num_envs, args.iterations, log_root, args.device, args.cuda_graphs, precision, compile_
+                )
+            report(task, num_envs, args, (precision, compile_), physics, replayed, *rates)
 
 
 def report(
     task: Task,
     num_envs: int,
     args: argparse.Namespace,
-    precision: str,
+    setting: tuple[str, str],
     physics: float,
     replayed: float,
     trained: float,
@@ -156,7 +161,8 @@ def report(
                 "graph": task.env_cfg.sim.graph,
                 "deterministic": task.env_cfg.sim.deterministic,
                 "cuda_graphs": args.cuda_graphs,
-                "precision": precision,
+                "precision": setting[0],
+                "compile": setting[1],
                 "num_envs": num_envs,
                 "bare_physics_steps_per_s": round(physics),
                 "replayed_physics_steps_per_s": round(replayed),
@@ -194,6 +200,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--precision", nargs="+", default=["fp32"], choices=("fp32", "tf32", "bf16"), help="`--policy.precision`, each"
+    )
+    parser.add_argument(
+        "--compile", nargs="+", default=["off"], choices=("off", "step", "update", "all"), help="as --runner.compile"
     )
     parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")
     parser.add_argument("--profile-out", default="profile.txt")

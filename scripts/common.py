@@ -150,6 +150,7 @@ def train_config(
     device: str,
     cuda_graphs: str = "off",
     precision: str = "fp32",
+    compile_: str = "off",
 ) -> TrainConfig:
     """The task's training config for a benchmark: no checkpoints, evaluations or logger."""
     from mjrl.runner.config import TrainConfig
@@ -159,7 +160,12 @@ def train_config(
         defaults,
         env=dataclasses.replace(task.env_cfg, num_envs=num_envs),
         runner=dataclasses.replace(
-            defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0, cuda_graphs=cuda_graphs
+            defaults.runner,
+            max_iterations=iterations,
+            save_interval=10**6,
+            eval_interval=0,
+            cuda_graphs=cuda_graphs,
+            compile=compile_,
         ),
         policy=dataclasses.replace(defaults.policy, precision=precision),
         device=device,
@@ -176,11 +182,13 @@ def build_runner(task: Task, cfg: TrainConfig) -> Runner:
     from mjrl.envs import VecEnv
     from mjrl.rl import make_algorithm
     from mjrl.runner.runner import Runner
+    from mjrl.runner.start import compile_loop
     from mjrl.runner.state import TrainingState
 
     ctx = single_process(cfg.device)
     env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
     algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed)
+    compile_loop(cfg.runner.compile, env, algorithm)
     runner = Runner(task, cfg, ctx, env, algorithm, Path(cfg.log_root), TrainingState(), False, StopFlag())
     runner.collect()
     algorithm.update()

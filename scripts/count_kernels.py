@@ -14,7 +14,11 @@ CPU (no profiler needed, so it runs anywhere):
 - Warp: `wp.launch` calls (mjrl's own kernels, and mujoco_warp's where they are launched one by
   one) and `wp.capture_launch` replays of a captured graph, each counted as one launch; the
   physics' replay holds the substeps' kernels, given once per task as `physics_graph_kernels`.
-Code compiled by `torch.compile` would escape both counters; mjrl uses none.
+Code compiled by `torch.compile` (`--compile`, mjrl's `--runner.compile`) escapes the first
+counter (a dispatch mode even turns compiled code back to eager): there torch's profiler counts
+instead, with inductor's C++ kernels recorded by name (`cpp.enable_kernel_profile`): the leaf
+operations it records, less views and the operations that run no kernel, plus those kernels. On
+eager code both counters are given (`launches`, `profiled_launches`): they agree.
 
 CUDA (`--device cuda`): torch's profiler (CUPTI) sees every launch whoever makes it: the host's
 launch calls (`cudaLaunchKernel`, `cuLaunchKernel`, `cudaGraphLaunch`, ...) and the kernels,
@@ -104,6 +108,64 @@ def count_cpu(fn: Callable[[], object], repeats: int) -> dict:
     }
 
 
+# Operations the profiler records that run no kernel of their own: views, allocations, and
+# composites that return their input or a plain value.
+_PROFILED_NO_KERNEL = {
+    "aten::empty",
+    "aten::empty_like",
+    "aten::empty_strided",
+    "aten::resize_",
+    "aten::to",
+    "aten::resolve_conj",
+    "aten::resolve_neg",
+    "aten::result_type",
+    "aten::lift_fresh",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::is_nonzero",
+}
+
+
+def _is_view(name: str) -> bool:
+    packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
+    overloads = [getattr(packet, o) for o in packet.overloads()] if packet is not None else []
+    return any(o.is_view for o in overloads)
+
+
+def count_cpu_profiled(fn: Callable[[], object], repeats: int) -> dict:
+    """The CPU's kernels as torch's profiler records them, compiled code included: each aten
+    operation called from outside another one (what a dispatch mode below autograd sees: its
+    own calls inside are its implementation), looking inside the ones that run no kernel
+    themselves (views, allocations, composites such as `to`), and inductor's C++ kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    names: collections.Counter[str] = collections.Counter()
+
+    def visit(event) -> None:
+        if "cpp_fused" in event.name:  # one of inductor's generated kernels
+            names["inductor:" + event.name.split("cpp_fused_", 1)[1][:40]] += 1
+        elif event.name.startswith("aten::") and event.name not in _PROFILED_NO_KERNEL and not _is_view(event.name):
+            names[event.name.replace("::", ".")] += 1
+        else:  # a scope (a compiled region, an autograd node) or an operation with no kernel
+            for child in event.cpu_children:
+                visit(child)
+
+    with warp_launches() as warp_counter, profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(repeats):
+            fn()
+    for event in prof.events():
+        if event.cpu_parent is None:
+            visit(event)
+    torch_kernels, warp = sum(names.values()), sum(warp_counter.values())
+    names += warp_counter
+    return {
+        "launches": (torch_kernels + warp) / repeats,
+        "torch_kernels": torch_kernels / repeats,
+        "warp_launches": warp / repeats,
+        "names": {k: v / repeats for k, v in names.items()},
+    }
+
+
 # The host's launch calls, as the profiler names them (runtime and driver API).
 _LAUNCH_CALLS = (
     "cudaLaunchKernel",
@@ -147,11 +209,12 @@ def physics_graph_kernels(env) -> int:
     return sum(counts.values())
 
 
-def measure(task_name: str, num_envs: int, device: str, steps: int, top: int) -> list[dict]:
+def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, compile_: str = "off") -> list[dict]:
     from mjrl.distributed.context import single_process
     from mjrl.envs import VecEnv
     from mjrl.rl import make_algorithm
     from mjrl.runner.config import TrainConfig
+    from mjrl.runner.start import compile_loop
     from mjrl.tasks import load_task
 
     task = load_task(task_name)
@@ -161,7 +224,19 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int) ->
     env = VecEnv(env_cfg, task.build(env_cfg), ctx.device, seed=0)
     rollout = cfg.runner.num_steps_per_env
     algorithm = make_algorithm(cfg, env, rollout, ctx, seed=0)
-    count = count_cuda if ctx.device.type == "cuda" else count_cpu
+    if compile_ != "off":
+        import torch._dynamo
+
+        torch._dynamo.reset()  # each task compiles afresh: one process per task in training
+    compile_loop(compile_, env, algorithm)
+    if ctx.device.type == "cuda":
+        count = count_cuda
+    elif compile_ != "off":
+        count = count_cpu_profiled
+    else:
+
+        def count(fn: Callable[[], object], repeats: int) -> dict:
+            return count_cpu(fn, repeats) | {"profiled_launches": count_cpu_profiled(fn, repeats)["launches"]}
 
     def env_step() -> None:
         env.step(torch.rand(env.num_envs, env.num_actions, device=ctx.device) * 2 - 1)
@@ -180,6 +255,12 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int) ->
         algorithm.process_env_step(rewards, terminated, truncated, extras)
     algorithm.compute_returns(obs)
     minibatch_steps = cfg.algorithm.num_learning_epochs * cfg.algorithm.num_mini_batches
+    if compile_ != "off":  # compile the update's graphs before counting it
+        algorithm.update()
+        for _ in range(rollout):
+            obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
+            algorithm.process_env_step(rewards, terminated, truncated, extras)
+        algorithm.compute_returns(obs)
     results["minibatch"] = count(algorithm.update, 1)
     results["minibatch"] = {
         k: ({n: c / minibatch_steps for n, c in v.items()} if isinstance(v, dict) else v / minibatch_steps)
@@ -191,7 +272,7 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int) ->
         names = figures.pop("names")
         if isinstance(figures.get("launch_calls"), dict):
             figures["launch_calls"] = {k: round(v, 1) for k, v in figures["launch_calls"].items()}
-        line = {"task": task_name, "device": str(ctx.device), "num_envs": num_envs, "phase": phase}
+        line = {"task": task_name, "device": str(ctx.device), "num_envs": num_envs, "compile": compile_, "phase": phase}
         line |= {k: round(v, 1) if isinstance(v, float) else v for k, v in figures.items()}
         if phase != "minibatch" and graph_kernels is not None:
             line["physics_graph_kernels"] = graph_kernels
@@ -210,10 +291,17 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--steps", type=int, default=24, help="env steps counted per phase (one rollout)")
     parser.add_argument("--top", type=int, default=0, help="also give the N most frequent kernels per phase")
+    parser.add_argument(
+        "--compile", default="off", choices=["off", "step", "update", "all"], help="as `--runner.compile`"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.compile != "off":
+        from torch._inductor import config as inductor_config
+
+        inductor_config.cpp.enable_kernel_profile = True  # the profiler sees each C++ kernel
     for name in args.tasks:
-        for line in measure(name, args.num_envs, args.device, args.steps, args.top):
+        for line in measure(name, args.num_envs, args.device, args.steps, args.top, args.compile):
             print(json.dumps(line), flush=True)
 
 

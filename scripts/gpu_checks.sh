@@ -69,6 +69,11 @@
 # `bash .gpu1/install.sh ...; GPU_BUDGET_S=420 TESTS_S=330 TESTS_FILES="the other ten" bash
 # scripts/gpu_checks.sh tests scale` (377 s). Next: `humanoid` and the rough quadruped with
 # HUMANOID_FLAGS="--runner.cuda-graphs on" (issue 45, item 4).
+# Issue 44 (session 22) adds `--runner.compile` (torch.compile of the rollout step and the
+# update; on the CPU the quadruped's kernels per rollout step 273 -> 113, per minibatch step 250
+# -> 132): `kernels` counts it too, and `loop` trains the quadruped's graphs with it
+# (LOOP_COMPILE, default "off all"). Whether the machine's torch has triton and a C compiler for
+# inductor is unknown: the first compiled command says.
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own: at most 8 files, as the device tool returns.
 set -uo pipefail
@@ -246,14 +251,15 @@ deterministic() {
 loop() {
   # Issue 43 item 2 / issue 45 item 2: the training loop against its ceiling, eager and as CUDA
   # graphs (`--runner.cuda-graphs on`), the quadruped and the cart-pole at 4096 and 8192 envs.
-  # The quadruped's graphs also with TF32 and bf16 matrix products (issue 44, item 3).
-  local task graphs precisions
+  # The quadruped's graphs also with TF32 and bf16 matrix products (issue 44, item 3), and each
+  # setting of LOOP_COMPILE (`--runner.compile`, issue 44 item 2; default: off all).
+  local task graphs precisions compiles
   for task in ${LOOP_TASKS:-$GO1 Mjrl-Cartpole-Balance}; do
     for graphs in off on; do
-      precisions=fp32
-      [[ $task == "$GO1" && $graphs == on ]] && precisions="fp32 tf32 bf16"
+      precisions=fp32 compiles=off
+      [[ $task == "$GO1" && $graphs == on ]] && precisions="fp32 tf32 bf16" compiles=${LOOP_COMPILE:-off all}
       run "${LOOP_S:-150}" $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 8192 --iterations 10 \
-        --physics-steps 200 --cuda-graphs $graphs --precision $precisions | grep '^{' >>"$OUT/loop.jsonl"
+        --physics-steps 200 --cuda-graphs $graphs --precision $precisions --compile $compiles | grep '^{' >>"$OUT/loop.jsonl"
     done
   done
 }
@@ -262,9 +268,12 @@ kernels() {
   # Issue 44, item 1: launches per env step (with and without `act`) and per minibatch step as the
   # profiler counts them (Warp's included), at 4096 envs. KERNELS_TASKS: the tasks (each compiles
   # its CUDA kernels once, about a minute cold). KERNELS_DEVICE=cpu tries the phase on a CPU.
+  # Eager, then with `--runner.compile all` (the quadruped: issue 44's bar is half of eager's).
   local device=${KERNELS_DEVICE:-cuda} envs=${KERNELS_ENVS:-4096}
   run 240 $PY scripts/count_kernels.py --device "$device" --num-envs "$envs" --top 20 \
     --tasks ${KERNELS_TASKS:-$GO1 Mjrl-Cartpole-Balance} | grep '^{' >>"$OUT/kernels.jsonl"
+  run 180 $PY scripts/count_kernels.py --device "$device" --num-envs "$envs" --top 20 --compile all \
+    --tasks ${KERNELS_TASKS:-$GO1} | grep '^{' >>"$OUT/kernels.jsonl"
 }
 
 update() {

@@ -202,21 +202,39 @@ class VecEnv:
         already the first observation of the next episode and `extras["final_obs"]` holds the
         true last observation of the finished one (for time-out bootstrapping).
         """
-        self.last_actions.copy_(self.actions)
-        torch.clamp(actions, -self.cfg.action_clip, self.cfg.action_clip, out=self.actions)
-        torch.mul(self.actions, self.action_scale, out=self.sim.ctrl).add_(self.action_offset)
-        if self.task.action_feedforward is not None:
-            self.sim.ctrl.add_(self.task.action_feedforward(self))
+        self._apply_actions(actions)
         self.intervals.run_due()
         self.sim.step()
         self.episode_length += 1
         self.after_physics()
 
+        terminated, truncated, reward, final_obs = self._end_step(self._obs_noise())
+        done = terminated | truncated
+        for ev in self._episode_end_events:
+            ev.func(self, done)
+        self._reset_envs(done)
+        self.whole_episode |= done
+        self._observe(done, self._obs_noise())
+        return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
+
+    def _apply_actions(self, actions: torch.Tensor) -> None:
+        """The actions, clipped, become the controls the physics steps with."""
+        self.last_actions.copy_(self.actions)
+        torch.clamp(actions, -self.cfg.action_clip, self.cfg.action_clip, out=self.actions)
+        torch.mul(self.actions, self.action_scale, out=self.sim.ctrl).add_(self.action_offset)
+        if self.task.action_feedforward is not None:
+            self.sim.ctrl.add_(self.task.action_feedforward(self))
+
+    def _end_step(self, noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Obs]:
+        """What the new state means: terminations, the reward and the last observation (with
+        `noise` drawn for it), each episode's return and, for the envs that finished, their
+        record. Tensor operations only, no random draw and no host read: `compile` fuses them.
+        Returns (terminated, truncated, reward, final_obs)."""
         with self._one_state():
             terminated, truncated = self._compute_dones()
             self.terminated.copy_(terminated)
             reward, term_values = self._compute_reward()
-            final_obs = self.compute_obs(new_step=True)
+            final_obs = self.compute_obs(new_step=True, noise=noise)
 
         # Envs whose state, observation or reward is not finite end here (a termination, with
         # no reward and nothing bootstrapped) and are reset; the others carry on.
@@ -228,16 +246,29 @@ class VecEnv:
         truncated = truncated & finite
         final_obs = {group: obs.nan_to_num(0.0, 0.0, 0.0) for group, obs in final_obs.items()}
 
-        done = terminated | truncated
         self.episode_return += reward
-        self.episodes.record(done & self.whole_episode, self.episode_return, self.episode_length)
-        for ev in self._episode_end_events:
-            ev.func(self, done)
-        self._reset_envs(done)
-        self.whole_episode |= done
+        self.episodes.record((terminated | truncated) & self.whole_episode, self.episode_return, self.episode_length)
+        return terminated, truncated, reward, final_obs
+
+    def _observe(self, restarted: torch.Tensor, noise: torch.Tensor | None) -> None:
+        """The observations after the resets: `obs` (`_end_step`'s twin for `compile`)."""
         with self._one_state():
-            self._set_obs(self.compute_obs(restarted=done))
-        return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
+            self._set_obs(self.compute_obs(restarted=restarted, noise=noise))
+
+    def _obs_noise(self) -> torch.Tensor | None:
+        """One draw of standard normal noise for the actor's observation vector (None without
+        observation noise), made outside the compiled parts: a generator splits a graph."""
+        if not self.cfg.obs_noise:
+            return None
+        return torch.randn((self.num_envs, self.obs_dims["actor"]), device=self.device, generator=self.generator)
+
+    def compile(self) -> None:
+        """Fuse the step's pure tensor work (`_apply_actions`, `after_physics`, `_end_step`,
+        `_observe`: a few hundred small kernels) into a few kernels with `torch.compile`, on
+        first use; random draws (resets, redrawn commands, noise) and the physics stay as they
+        are. The eager methods stay the reference it is tested against (`tests/test_compile.py`)."""
+        for name in ("_apply_actions", "after_physics", "_end_step", "_observe"):
+            setattr(self, name, torch.compile(getattr(self, name), dynamic=False))
 
     @contextlib.contextmanager
     def _one_state(self) -> Iterator[None]:
@@ -264,10 +295,14 @@ class VecEnv:
     def _finite_rows(*tensors: torch.Tensor) -> torch.Tensor:
         return torch.isfinite(torch.cat(tensors, dim=1)).all(dim=1)
 
-    def compute_obs(self, new_step: bool = False, restarted: torch.Tensor | None = None) -> Obs:
+    def compute_obs(
+        self, new_step: bool = False, restarted: torch.Tensor | None = None, noise: torch.Tensor | None = None
+    ) -> Obs:
         """Every observation group of the current state. Terms with a history shift it by one
         step with `new_step` (once per env step) and start it over, every slot the current
-        value, in the `restarted` envs (after a reset); otherwise it is read as it is."""
+        value, in the `restarted` envs (after a reset); otherwise it is read as it is. With
+        observation noise, `noise` (standard normal, the actor's width) is scaled per column
+        and added; drawn here when not given."""
         obs = {
             group: torch.cat([self._term_obs(group, name, t, new_step, restarted) for name, t in terms.items()], dim=-1)
             for group, terms in self.task.observations.items()
@@ -276,7 +311,8 @@ class VecEnv:
             # One draw for the whole actor vector, scaled per column by its term's noise std.
             if self._actor_noise_std is None:  # first call, at construction (not in a step)
                 self._actor_noise_std = self._per_column(self.task.observations["actor"], lambda t: t.noise_std)
-            noise = torch.randn(obs["actor"].shape, device=self.device, generator=self.generator)
+            if noise is None:
+                noise = torch.randn(obs["actor"].shape, device=self.device, generator=self.generator)
             obs["actor"] = obs["actor"] + self._actor_noise_std * noise
         return obs
 

@@ -51,6 +51,12 @@ class Algorithm(Protocol):
     """The algorithm's own random stream. The runner seeds it per rank and checkpoints it (under
     `rng.algorithm`)."""
 
+    def compile(self, rollout: bool, update: bool) -> None:
+        """Fuse its pure tensor work with `torch.compile` (`--runner.compile`): with `rollout`,
+        what `act` and `process_env_step` compute, with `update`, the update's; what is not
+        worth fusing stays as it is."""
+        ...
+
     def act(self, obs: Observations) -> torch.Tensor:
         """Actions for the envs' current observations (raw, as the env returns them); the
         algorithm keeps what it needs of this step until `process_env_step`."""

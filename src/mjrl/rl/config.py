@@ -33,6 +33,14 @@ class RunnerConfig:
     mujoco_warp's step. auto: where possible, else eager with one line saying why; on: refuse
     to run without; off (the default until measured on a GPU): eager."""
 
+    compile: Literal["off", "step", "update", "all"] = "off"
+    """Fuse the loop's small tensor operations with `torch.compile` (at the first iteration):
+    step: the env step's terms (terminations, rewards, observations and their bookkeeping, some
+    150-400 kernels) into a few kernels; update: the policy's losses, forward and backward; all:
+    both. It costs seconds to tens of seconds at the start (cached after in the user's cache
+    directory) and about 300 MB of memory; results match eager within float rounding
+    (docs/benchmarks.md, "Kernels per step"). off: eager, the reference."""
+
     bounds: ClassVar[dict] = {
         "max_iterations": ">= 1",
         "num_steps_per_env": ">= 1",

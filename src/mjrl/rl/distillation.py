@@ -94,6 +94,10 @@ class Distillation:
         self.gradients = FlatGradients(self.params, 1)  # the loss travels with them
         self.generator = torch.Generator(device=ctx.device)
 
+    def compile(self, rollout: bool, update: bool) -> None:
+        """Nothing to fuse: `act` and the behaviour-cloning loss are the networks' passes and a
+        few kernels more."""
+
     # ------------------------------------------------------------------------ collection
 
     @torch.no_grad()

@@ -63,7 +63,10 @@ class DiagonalGaussian:
         self.stddev = self.log_std.exp()
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        noise = torch.randn(self.mean.shape, device=self.mean.device, generator=generator)
+        return self.sample_from(torch.randn(self.mean.shape, device=self.mean.device, generator=generator))
+
+    def sample_from(self, noise: torch.Tensor) -> torch.Tensor:
+        """The sample that standard normal `noise` (the mean's shape) gives."""
         return self.mean + self.stddev * noise
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:

@@ -66,6 +66,10 @@ class RunningNormalizer(nn.Module):
         dtype and rewritten in place, so that a CUDA graph which read them at its capture reads
         the new scale at its replays (a captured rollout remakes them at its first `act`: the
         update before it changed the statistics)."""
+        if torch.compiler.is_compiling():
+            # Compiled code fuses the formula into its own kernels, and the cache's keys (a
+            # tensor's address and version, a host read of the floor) cannot be traced.
+            return self.mean.to(dtype), 1.0 / self.std(dtype)
         mean, var, floor = self.mean, self.var, self.std_floor
         key = tuple((t.data_ptr(), t._version) for t in (mean, var, floor))
         if self._scale_keys.get(dtype) != key:

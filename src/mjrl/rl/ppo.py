@@ -98,14 +98,30 @@ class PPO:
         counted on the device; `update_metrics` raises `NonFiniteUpdate` when it reaches
         `MAX_CONSECUTIVE_SKIPS`."""
 
+    def compile(self, rollout: bool, update: bool) -> None:
+        """Fuse with `torch.compile`: with `rollout`, what `act` and `process_env_step` compute
+        (the networks' forward passes, the sample's arithmetic, the storage's writes); with
+        `update`, the losses of a minibatch step (both networks' passes and PPO's losses, their
+        backward with them). Random draws and the gradient bookkeeping stay eager."""
+        if rollout:
+            self._act = torch.compile(self._act, dynamic=False)
+            self._store_step = torch.compile(self._store_step, dynamic=False)
+        if update:
+            self._losses = torch.compile(self._losses, dynamic=False)
+
     # ------------------------------------------------------------------------ collection
 
     @torch.no_grad()
     def act(self, obs: Observations) -> torch.Tensor:
         """Sample actions for raw observations (noise from this PPO's own generator) and store
         what the update needs of this step."""
+        shape = (obs["actor"].shape[0], self.storage.actions.shape[-1])
+        return self._act(obs, torch.randn(shape, device=obs["actor"].device, generator=self.generator))
+
+    def _act(self, obs: Observations, noise: torch.Tensor) -> torch.Tensor:
+        """`act` once its noise is drawn: tensor operations only, which `compile` fuses."""
         dist = self.policy.distribution(self.policy.normalize_actor(obs["actor"]))
-        actions = dist.sample(self.generator)
+        actions = dist.sample_from(noise)
         self.storage.store(
             actor_obs=obs["actor"],
             critic_obs=obs["critic"],
@@ -121,9 +137,14 @@ class PPO:
     def process_env_step(
         self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, extras: dict[str, Any]
     ) -> None:
+        self._store_step(rewards, terminated, truncated, extras["final_obs"]["critic"])
+
+    def _store_step(
+        self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, final_critic_obs: torch.Tensor
+    ) -> None:
         # Time-out bootstrapping: a truncated episode would have gone on, so its last reward
         # gets the discounted value of its true final observation.
-        rewards = rewards + self.cfg.gamma * self.value(extras["final_obs"]["critic"]) * truncated
+        rewards = rewards + self.cfg.gamma * self.value(final_critic_obs) * truncated
         self.storage.store(rewards=rewards, dones=(terminated | truncated).float())
         self.storage.next_step()
 

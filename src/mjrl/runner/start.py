@@ -160,6 +160,7 @@ def train(
         env = VecEnv(cfg.env, spec, ctx.device, seed=cfg.seed + ctx.rank)
         ctx.wait_for_all("env built", cfg.startup_timeout_s)  # before the first collective
         algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed + ctx.rank)
+        compile_loop(cfg.runner.compile, env, algorithm)
         graphs = loop_graphs(cfg.runner.cuda_graphs, ctx, env, [env.generator, algorithm.generator])
     except UsageError:
         # What only the built env can tell (joint names a term matches against the model, a
@@ -180,6 +181,16 @@ def train(
         state.env_steps = warm_up(env, algorithm, ctx, cfg)
     runner = Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given, graphs, hooks)
     return runner.run()
+
+
+def compile_loop(setting: str, env: VecEnv, algorithm: Algorithm) -> None:
+    """`--runner.compile`: step fuses the rollout step (the env's and the policy's), update the
+    update, all both."""
+    rollout, update = setting in ("step", "all"), setting in ("update", "all")
+    if rollout:
+        env.compile()
+    if rollout or update:
+        algorithm.compile(rollout, update)
 
 
 def resume(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 
 import torch
 
@@ -49,15 +48,22 @@ _RT_TERMS = (
 )  # fmt: skip
 
 
-@cache
+_RT_MATRICES: dict[torch.device, torch.Tensor] = {}
+"""`quat_products_to_rotation`'s matrix per device, made once (a plain dict, which torch.compile
+reads as it is, where it would trace through a `functools.cache` wrapper, warning)."""
+
+
 def quat_products_to_rotation(device: torch.device) -> torch.Tensor:
     """The (16, 9) matrix taking the products q_a q_b (index 4a + b) to R(q)^T, row-major."""
-    matrix = torch.zeros(16, 9)
-    for entry, terms in enumerate(_RT_TERMS):
-        for pair, coefficient in terms.items():
-            a, b = ("wxyz".index(c) for c in pair)
-            matrix[4 * a + b, entry] = coefficient
-    return matrix.to(device)
+    matrix = _RT_MATRICES.get(device)
+    if matrix is None:
+        matrix = torch.zeros(16, 9)
+        for entry, terms in enumerate(_RT_TERMS):
+            for pair, coefficient in terms.items():
+                a, b = ("wxyz".index(c) for c in pair)
+                matrix[4 * a + b, entry] = coefficient
+        matrix = _RT_MATRICES[device] = matrix.to(device)
+    return matrix
 
 
 def base_rotation_transposed(env: VecEnv) -> torch.Tensor:
