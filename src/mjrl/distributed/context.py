@@ -293,12 +293,8 @@ class DistContext:
         return bytes(buf.cpu().tolist()).decode()
 
     def rank_nodes(self) -> list[str]:
-        """Every rank's node, in rank order (each rank posted its own when it joined; waits for
-        any still missing)."""
-        if self.store is None:
-            return [node_name()]
-        keys = [f"node/{rank}" for rank in range(self.world_size)]
-        return [value.decode() for value in self.store.multi_get(keys)]
+        """Every rank's node, in rank order (each rank's watchdog posts it when it starts)."""
+        return [node_name()] if self.watchdog is None else self.watchdog.rank_nodes()
 
     def ranks_where(self, flag: bool) -> list[int]:
         """The ranks on which `flag` is true (every rank learns the same list)."""
@@ -360,7 +356,6 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
     # 167288).
     prefix = f"mjrl/{env.job_id or 'job'}/{env.restart_count}"
     store = dist.PrefixStore(prefix, _rendezvous_store(env, timeout))
-    store.set(f"node/{env.rank}", node_name())  # for `rank_nodes`, read once every rank has joined
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(
         backend=backend,

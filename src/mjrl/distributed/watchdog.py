@@ -193,12 +193,17 @@ class Watchdog:
                 self._exit(self._store_lost(exc))
             self._check_self(time.monotonic())
 
+    def rank_nodes(self) -> list[str]:
+        """Every rank's node, in rank order, as each rank's watchdog posted it when it started
+        (waits for any still missing, up to the store's timeout)."""
+        values = self.store.multi_get([f"pid/{r}" for r in range(self.world_size)])
+        return [value.decode().split("\t")[2] for value in values]
+
     def _read_nodes(self) -> None:
         """Each rank's node, once every rank has started (for the reports: after a failure the
         store may be gone). Ranks that published nothing (tests' stand-ins) leave it empty."""
-        keys = [f"pid/{r}" for r in range(self.world_size)]
-        if self.store.check(keys):
-            self.nodes = {r: v.decode().split("\t")[2] for r, v in enumerate(self.store.multi_get(keys))}
+        if self.store.check([f"pid/{r}" for r in range(self.world_size)]):
+            self.nodes = dict(enumerate(self.rank_nodes()))
 
     def _store_lost(self, exc: Exception) -> str:
         # Rank 0's node serves the store (rank 0 itself, or its node's launcher).

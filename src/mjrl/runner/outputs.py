@@ -126,15 +126,19 @@ class RunOutputs:
 
 def describe_nodes(nodes: list[str]) -> str:
     """`node1: ranks 0-3 | node2: ranks 4-7` from each rank's node, in rank order."""
-    spans: list[tuple[str, int, int]] = []  # (node, first rank, last rank)
+    ranks: dict[str, list[int]] = {}
     for rank, node in enumerate(nodes):
-        if spans and spans[-1][0] == node and spans[-1][2] == rank - 1:
-            spans[-1] = (node, spans[-1][1], rank)
+        ranks.setdefault(node, []).append(rank)
+    return " | ".join(f"{node}: {_rank_runs(r)}" for node, r in ranks.items())
+
+
+def _rank_runs(ranks: list[int]) -> str:
+    """`rank 2`, `ranks 0-3` or `ranks 0, 2`: ascending ranks, consecutive ones as a range."""
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and runs[-1][-1] == rank - 1:
+            runs[-1].append(rank)
         else:
-            spans.append((node, rank, rank))
-    by_node: dict[str, list[str]] = {}
-    for node, first, last in spans:
-        by_node.setdefault(node, []).append(str(first) if first == last else f"{first}-{last}")
-    return " | ".join(
-        f"{node}: rank{'s' if len(r) > 1 or '-' in r[0] else ''} {', '.join(r)}" for node, r in by_node.items()
-    )
+            runs.append([rank])
+    text = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    return f"rank {text}" if len(ranks) == 1 else f"ranks {text}"
