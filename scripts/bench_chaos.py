@@ -129,6 +129,9 @@ def check(run_dir: Path, log_root: Path, save_interval: int) -> dict:
         "checkpoints": len(list((run_dir / "checkpoints").glob("model_*.pt"))),
         "checkpoint_bytes": max(p.stat().st_size for p in (run_dir / "checkpoints").glob("model_*.pt")),
         "fault_free_checkpoints": len(list((calm_dir / "checkpoints").glob("model_*.pt"))),
+        # Which they are, for a count that differs (a stop's checkpoint lies off the interval).
+        "checkpoint_names": sorted(p.name for p in (run_dir / "checkpoints").glob("model_*.pt")),
+        "fault_free_checkpoint_names": sorted(p.name for p in (calm_dir / "checkpoints").glob("model_*.pt")),
     }
 
 
