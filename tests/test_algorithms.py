@@ -72,6 +72,11 @@ def test_an_unknown_algorithm_and_another_algorithms_flag_are_one_line(tmp_path)
     assert unknown.returncode == 2 and "registered: " in unknown.stderr and "replay-test" in unknown.stderr
     ppo_flag = run_main("train", BALANCE, *FLAGS, "--algorithm.clip-param", "0.1", "--log-root", str(tmp_path))
     assert ppo_flag.returncode == 2 and "Traceback" not in ppo_flag.stderr
+    # A learner written before `--runner.compile` has no compile(): one line, not a traceback.
+    log_root = tmp_path / "compiled"
+    compiled = run_main("train", BALANCE, *FLAGS, "--runner.compile", "update", "--log-root", str(log_root))
+    assert compiled.returncode == 2 and compiled.stderr.count("\n") == 1 and "--runner.compile" in compiled.stderr
+    assert not log_root.exists()
     assert not any(tmp_path.iterdir())  # nothing half-made
 
 

@@ -187,6 +187,8 @@ def compile_loop(setting: str, env: VecEnv, algorithm: Algorithm) -> None:
     """`--runner.compile`: step fuses the rollout step (the env's and the policy's), update the
     update, all both."""
     rollout, update = setting in ("step", "all"), setting in ("update", "all")
+    if (rollout or update) and not hasattr(algorithm, "compile"):  # a plugin's, written before it
+        raise UsageError(f"--runner.compile {setting}: {type(algorithm).__name__} has no compile(); use off")
     if rollout:
         env.compile()
     if rollout or update:
