@@ -126,6 +126,7 @@ def check(run_dir: Path, log_root: Path, save_interval: int) -> dict:
         "plays": play.returncode == 0,
         "disk_bytes": disk_use(run_dir),
         "fault_free_disk_bytes": disk_use(calm_dir) if calm.returncode == 0 else None,
+        "fault_free_exit": calm.returncode,
         "checkpoints": len(list((run_dir / "checkpoints").glob("model_*.pt"))),
         "checkpoint_bytes": max(p.stat().st_size for p in (run_dir / "checkpoints").glob("model_*.pt")),
         "fault_free_checkpoints": len(list((calm_dir / "checkpoints").glob("model_*.pt"))),

@@ -30,6 +30,7 @@ def test_a_job_killed_and_preempted_loses_no_iteration_and_still_plays(tmp_path)
     # Each fault may add one checkpoint (the stop it causes writes one, off the interval), and
     # the logs a few lines: disk use grows with the faults, not beyond.
     extra = summary["checkpoints"] - summary["fault_free_checkpoints"]
-    assert 0 <= extra <= len(faults), (faults, summary)
+    names = {k: summary[k] for k in ("checkpoint_names", "fault_free_checkpoint_names", "fault_free_exit")}
+    assert 0 <= extra <= len(faults), f"{faults} {names}"
     growth = summary["disk_bytes"] - summary["fault_free_disk_bytes"]
     assert growth <= extra * summary["checkpoint_bytes"] + 100_000
