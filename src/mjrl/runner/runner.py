@@ -72,6 +72,9 @@ class Runner:
         this process may use (looked up once, not at every iteration)."""
         self.stop = stop
         self.saved_on_stop = False
+        self.stop_checkpoint: Path | None = None
+        self.stop_iteration = 0
+        """On rank 0, the checkpoint `_save_on_stop` wrote, until the stop's own supersedes it."""
         self.env_states: list[dict[str, torch.Tensor]] = []
         """On rank 0, every rank's env state when last gathered (`gather_env_states`)."""
         self.last_checkpoint: Path | None = None
@@ -117,6 +120,7 @@ class Runner:
                 self.ctx.watchdog.disarm()
             self._hooks_at_iteration_start()
             checkpoint = self.save()
+            self._drop_superseded_stop_checkpoint(checkpoint)
             if stop_signal:
                 raise Preempted(stop_signal, self.state.iteration, checkpoint, self.run_dir)
             self._export()
@@ -287,7 +291,16 @@ class Runner:
         fail. Rank 0 checkpoints the last completed iteration now, so it is never lost; the
         policy has not changed since it completed."""
         self.saved_on_stop = True
-        self.save()
+        self.stop_checkpoint, self.stop_iteration = self.save(), self.state.iteration
+
+    def _drop_superseded_stop_checkpoint(self, final: Path | None) -> None:
+        """The iteration a stop interrupted completed after all, and its checkpoint is written:
+        the one `_save_on_stop` wrote of the iteration before is now only clutter (each stop
+        would otherwise leave two checkpoints off the save interval). One on the interval stays."""
+        if self.stop_checkpoint is None or final is None or final == self.stop_checkpoint:
+            return
+        if self.stop_iteration % self.cfg.runner.save_interval:
+            self.stop_checkpoint.unlink(missing_ok=True)
 
     def gather_env_states(self) -> None:
         """Every rank's env state, for rank 0's next checkpoint: a collective, so only at points
