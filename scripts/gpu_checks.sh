@@ -341,7 +341,8 @@ humanoid() {
   # Issue 24 on a GPU: the full 23-DoF humanoid (the task's default robot) at 4096 envs, its
   # mean policy evaluated every 25 iterations; the run's curve and newest checkpoint come back,
   # to be played here with bench_locomotion (the wall time to the targets is in its metrics).
-  # HUMANOID_TASK picks another task (the rough quadruped), HUMANOID_FLAGS more flags for train.
+  # HUMANOID_TASK picks another task (the rough quadruped; Mjrl-Tracking-Flat-Humanoid for issue
+  # 48's GPU figures, played here with bench_tracking.py), HUMANOID_FLAGS more flags for train.
   local task=${HUMANOID_TASK:-Mjrl-Velocity-Flat-Humanoid}
   run ${HUMANOID_S:-420} train $task --device cuda --env.num-envs 4096 --runner.max-iterations 3000 \
     --runner.eval-interval 25 --runner.save-interval 25 --logger none --log-root /tmp/humanoid ${HUMANOID_FLAGS:-}
