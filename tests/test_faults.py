@@ -1,8 +1,10 @@
 """Fault tolerance with real processes: kills, exceptions, hangs, restarts, preemption,
-damaged checkpoints and non-finite numbers (CPU, gloo, 2 ranks)."""
+damaged checkpoints and non-finite numbers (CPU, gloo, 2 ranks); and, in this process, the
+checkpoints a stop leaves."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -14,6 +16,13 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, TINY_RUN, WARM_UP, free_port, read_jsonl, run_cli, run_main
+
+from mjrl.distributed.context import single_process
+from mjrl.distributed.preemption import Preempted, StopFlag
+from mjrl.runner.config import TrainConfig
+from mjrl.runner.hooks import LoopHook
+from mjrl.runner.start import train
+from mjrl.tasks import load_task
 
 TASK = "Mjrl-Cartpole-Balance"
 BASE = TINY_RUN
@@ -454,3 +463,49 @@ def test_bad_output_on_one_rank_ends_the_job_without_a_restart(log_root):
     (run_dir,) = (log_root / TASK).glob("20*")
     attempts = re.findall(r"^rank 0 pid \d+ ", (run_dir / "ranks" / "rank_0.log").read_text(), re.M)
     assert len(attempts) == 1
+
+
+class StopAt(LoopHook):
+    """Asks the run to stop (as SIGTERM does) as iteration `iteration` starts: the signal lands in
+    its rollout, so rank 0 checkpoints the iteration before at once, and the iteration completes."""
+
+    def __init__(self, iteration: int, stop: StopFlag):
+        self.iteration, self.stop = iteration, stop
+
+    def iteration_start(self, iteration: int, algorithm: object) -> bool:
+        if iteration == self.iteration:
+            self.stop.requested = signal.SIGTERM
+        return False
+
+
+def stopped_run(log_root: Path, stop_at: int, resume: bool = False) -> list[str]:
+    """Train the cart-pole in this process until `StopAt(stop_at)` stops it; its checkpoints."""
+    task = load_task(TASK)
+    defaults = TrainConfig.for_task(task)
+    cfg = dataclasses.replace(
+        defaults,
+        env=dataclasses.replace(task.env_cfg, num_envs=8),
+        runner=dataclasses.replace(defaults.runner, num_steps_per_env=8, save_interval=2, max_iterations=10),
+        device="cpu", logger="none", log_root=str(log_root), resume=resume,
+    )  # fmt: skip
+    stop = StopFlag()
+    with pytest.raises(Preempted):
+        train(task, cfg, single_process("cpu"), stop, hooks=[StopAt(stop_at, stop)])
+    return sorted(p.name for p in log_root.glob(f"{TASK}/*/checkpoints/model_*.pt"))
+
+
+@pytest.mark.parametrize(
+    ("stop_at", "kept"),
+    [
+        (0, ["model_000001.pt"]),  # the one of iteration 0 is gone: never a periodic one
+        (3, ["model_000002.pt", "model_000004.pt"]),  # 3's is gone, the periodic 2 stays
+        (2, ["model_000002.pt", "model_000003.pt"]),  # the stop rewrote the periodic 2: it stays
+    ],
+)
+def test_a_stop_leaves_one_checkpoint_of_its_own(tmp_path, stop_at, kept):
+    assert stopped_run(tmp_path, stop_at) == kept
+
+
+def test_a_stop_right_after_a_resume_keeps_the_checkpoint_it_resumed_from(tmp_path):
+    assert stopped_run(tmp_path, 0) == ["model_000001.pt"]
+    assert stopped_run(tmp_path, 1, resume=True) == ["model_000001.pt", "model_000002.pt"]

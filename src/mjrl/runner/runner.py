@@ -73,8 +73,7 @@ class Runner:
         self.stop = stop
         self.saved_on_stop = False
         self.stop_checkpoint: Path | None = None
-        self.stop_iteration = 0
-        """On rank 0, the checkpoint `_save_on_stop` wrote, until the stop's own supersedes it."""
+        """On rank 0, a checkpoint `_save_on_stop` created, deleted once the stop's own is written."""
         self.env_states: list[dict[str, torch.Tensor]] = []
         """On rank 0, every rank's env state when last gathered (`gather_env_states`)."""
         self.last_checkpoint: Path | None = None
@@ -120,7 +119,7 @@ class Runner:
                 self.ctx.watchdog.disarm()
             self._hooks_at_iteration_start()
             checkpoint = self.save()
-            self._drop_superseded_stop_checkpoint(checkpoint)
+            self._drop_stop_checkpoint()
             if stop_signal:
                 raise Preempted(stop_signal, self.state.iteration, checkpoint, self.run_dir)
             self._export()
@@ -289,18 +288,22 @@ class Runner:
         """A stop was asked for: the ranks will agree to stop at the end of this iteration, but
         when the signal came from the launcher because a peer died, this iteration's collectives
         fail. Rank 0 checkpoints the last completed iteration now, so it is never lost; the
-        policy has not changed since it completed."""
+        policy has not changed since it completed. A file this creates is kept in mind for
+        `_drop_stop_checkpoint`."""
         self.saved_on_stop = True
-        self.stop_checkpoint, self.stop_iteration = self.save(), self.state.iteration
+        path = checkpoint_path(self.run_dir, self.state.iteration)
+        created = not path.exists()  # not the periodic one, nor the one this session resumed from
+        if self.save() is not None and created:
+            self.stop_checkpoint = path
 
-    def _drop_superseded_stop_checkpoint(self, final: Path | None) -> None:
+    def _drop_stop_checkpoint(self) -> None:
         """The iteration a stop interrupted completed after all, and its checkpoint is written:
-        the one `_save_on_stop` wrote of the iteration before is now only clutter (each stop
-        would otherwise leave two checkpoints off the save interval). One on the interval stays."""
-        if self.stop_checkpoint is None or final is None or final == self.stop_checkpoint:
-            return
-        if self.stop_iteration % self.cfg.runner.save_interval:
-            self.stop_checkpoint.unlink(missing_ok=True)
+        the one `_save_on_stop` created of the iteration before is now only clutter (each stop
+        would otherwise leave two checkpoints). Failing to delete it does not fail the stop."""
+        if self.stop_checkpoint is not None:
+            with contextlib.suppress(OSError):
+                self.stop_checkpoint.unlink()
+            self.stop_checkpoint = None
 
     def gather_env_states(self) -> None:
         """Every rank's env state, for rank 0's next checkpoint: a collective, so only at points
