@@ -291,9 +291,10 @@ class Runner:
         policy has not changed since it completed. A file this creates is kept in mind for
         `_drop_stop_checkpoint`."""
         self.saved_on_stop = True
-        path = checkpoint_path(self.run_dir, self.state.iteration)
-        created = not path.exists()  # not the periodic one, nor the one this session resumed from
-        if self.save() is not None and created:
+        # Not a file already there: the periodic one, or the one this session resumed from.
+        created = not checkpoint_path(self.run_dir, self.state.iteration).exists()
+        path = self.save()
+        if created:
             self.stop_checkpoint = path
 
     def _drop_stop_checkpoint(self) -> None:
