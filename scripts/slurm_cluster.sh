@@ -138,8 +138,21 @@ start() {
   echo "slurm cluster: $NODES nodes idle; export SLURM_CONF=$CONF"
 }
 
+cancel_jobs() {
+  # Jobs still on the cluster (a test that failed half-way) end with it: their processes would
+  # outlive the daemons.
+  local i
+  [[ -f $DIR/slurmctld.pid ]] && alive "$(cat "$DIR/slurmctld.pid")" || return 0
+  SLURM_CONF=$CONF scancel --quiet --user="$(id -un)" 2>/dev/null || return 0
+  for i in $(seq 1 150); do  # KillWait is 5 s
+    [[ -z $(SLURM_CONF=$CONF squeue --noheader 2>/dev/null) ]] && return 0
+    sleep 0.1
+  done
+}
+
 stop_daemons() {
   local pidfile pid i
+  cancel_jobs
   for pidfile in "$DIR"/slurmd-*.pid "$DIR"/slurmctld.pid "$DIR"/munged.pid; do
     [[ -f $pidfile ]] || continue
     pid=$(cat "$pidfile")

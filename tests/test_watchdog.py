@@ -1,9 +1,14 @@
-"""The watchdog's load on the rendezvous store does not grow with the number of ranks."""
+"""The watchdog: its load on the rendezvous store does not grow with the number of ranks, and a
+rank whose launcher dies says so at once."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -66,3 +71,37 @@ def test_a_launcher_still_dying_is_waited_for_and_a_living_one_is_not_taken_for_
         process.kill()
         process.wait()
     assert _ends_within(process.pid, 0.5)  # gone altogether
+
+
+# A rank as the launcher starts it, with a watchdog whose next tick is ten minutes away.
+WORKER = """
+import os, sys, time
+from mjrl.distributed.watchdog import Watchdog
+watchdog = Watchdog("127.0.0.1", int(sys.argv[1]), "job", 1, 2, hang_timeout_s=600, interval_s=600,
+                    node="node2", launcher_pid=os.getppid())
+watchdog.start()
+time.sleep(600)
+"""
+LAUNCHER = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', *sys.argv[1:]]); time.sleep(600)"
+
+
+def test_a_rank_whose_launcher_dies_says_so_at_once_not_at_its_next_tick(tmp_path):
+    """Under srun --kill-on-bad-exit, a killed launcher's ranks have milliseconds before Slurm
+    ends them: waiting for the next tick, they used to die without saying why."""
+    port = free_port()
+    server = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=60))  # fmt: skip
+    peers = dist.PrefixStore("job/watchdog", server)
+    with open(tmp_path / "stderr", "w") as stderr:
+        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, WORKER, str(port)], stderr=stderr)
+    worker = int(peers.get("pid/1").decode().split("\t")[1])  # waits for the rank to start
+    try:
+        launcher.kill()
+        launcher.wait()
+        assert _ends_within(worker, 60), "the rank did not notice its launcher's death before its next tick"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
+    reason = f"rank 1 (node node2) failed: its launcher (pid {launcher.pid}) died: killed, or its node went down"
+    assert peers.get("abort").decode() == reason  # the other ranks are told
+    assert f"mjrl watchdog (rank 1): {reason}" in (tmp_path / "stderr").read_text()

@@ -111,18 +111,20 @@ def checkpoints(run_dir: Path) -> list[int]:
 
 def train_processes(node: str, job_id: str) -> list[int]:
     """Pids of the `train` launchers that job `job_id` runs on `node` (the nodes share this
-    host: a process's SLURMD_NODENAME tells them apart)."""
-    pids = []
+    host: a process's SLURMD_NODENAME tells them apart). A launcher's child caught between fork
+    and exec looks like its parent: it is left out."""
+    parents: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
             environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
+            parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
         launcher = any(part.endswith(b"/train") for part in cmdline[:2]) and b"--nnodes" in cmdline
         mine = f"SLURMD_NODENAME={node}".encode() in environ and f"SLURM_JOB_ID={job_id}".encode() in environ
         if launcher and mine:
-            pids.append(int(proc.name))
-    return pids
+            parents[int(proc.name)] = parent
+    return [pid for pid, parent in parents.items() if parent not in parents]

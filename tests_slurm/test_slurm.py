@@ -104,7 +104,9 @@ def test_a_preempted_job_checkpoints_the_iteration_in_progress_and_resumes_from_
 def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(tmp_path: Path) -> None:
     job_id = submit(tmp_path, *train_flags(tmp_path, 2000))
     wait_for_iterations(tmp_path, 5)
-    (launcher,) = train_processes("node2", job_id)
+    launchers = train_processes("node2", job_id)
+    assert len(launchers) == 1, f"node2 runs launchers {launchers}"
+    (launcher,) = launchers
     killed = time.monotonic()
     os.kill(launcher, signal.SIGKILL)
     record = wait_until_ended(job_id, 60)
@@ -113,14 +115,15 @@ def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(
     assert record["JobState"] == "FAILED" and record["Restarts"] == "0", log
     assert took < 20, f"the job took {took:.0f} s to end"
     # The log names the node, its task and the cause (srun's line, always there) and, from the
-    # start, the ranks each node runs (mjrl's line); mjrl's watchdog line comes too when the dead
-    # node's worker posts it before srun ends the others: it must then blame node2, never bad
-    # input or the survivor.
+    # start, the ranks each node runs (mjrl's line). mjrl's watchdog lines come too, in all but
+    # about 1 run in 25: the dead launcher's rank posts why the moment its launcher dies, before
+    # srun ends it, at the store node 1's launcher serves, whichever node drew rank 0; the
+    # survivor repeats it. They must name the dead rank and node2, never bad input or the survivor.
     assert "srun: error: node2: task 1: Killed" in log, log
-    assert re.search(r"^nodes node\d: rank \d \| node\d: rank \d$", log, re.M) and "node2: rank" in log, log
-    blames_node2 = r"rank \d \(node node2\) failed: its launcher .* died|node node2, where rank 0 runs"
+    assert re.search(r"^nodes node\d: rank \d \| node\d: rank \d$", log, re.M), log
+    dead = re.search(r"node2: rank (\d)", log)[1]
     for line in re.findall(r"^mjrl watchdog .*$", log, re.M):
-        assert re.search(blames_node2, line), log
+        assert re.search(rf"rank {dead} \(node node2\) failed: its launcher \(pid \d+\) died", line), log
     assert "no rendezvous" not in log  # they had met: a lost store is no bad input
 
 

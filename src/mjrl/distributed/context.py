@@ -24,6 +24,8 @@ from mjrl.distributed.watchdog import Watchdog
 from mjrl.errors import UsageError
 
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+WATCH_STORE_VARIABLE = "MJRL_WATCH_STORE"
+"""Set by mjrl's launcher for its workers: HOST:PORT of the store their watchdogs share."""
 
 
 def resolve_device(spec: str, local_rank: int = 0, local_world_size: int = 1) -> torch.device:
@@ -113,6 +115,10 @@ class LauncherEnv:
     restart_count: int
     error_file: str | None
     """TORCHELASTIC_ERROR_FILE: where torch's agent looks for a failed worker's error."""
+    watch_store: str | None = None
+    """MJRL_WATCH_STORE: the rendezvous endpoint of mjrl's launcher (HOST:PORT), served by
+    node 0 for the whole job; None under torchrun, whose workers' watchdogs use MASTER_ADDR's
+    store, on rank 0's node."""
 
 
 def scheduler_node_name() -> str | None:
@@ -155,7 +161,18 @@ def launcher_env() -> LauncherEnv | None:
         job_id=env.get("TORCHELASTIC_RUN_ID"),
         restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
         error_file=env.get("TORCHELASTIC_ERROR_FILE"),
+        watch_store=env.get(WATCH_STORE_VARIABLE) or None,
     )
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[IPv6]:PORT`) -> (host, port); anything else is bad input, caught here
+    before torch's parser turns it into a traceback."""
+    host, _, port = endpoint.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--rdzv-endpoint {endpoint!r}: expected HOST:PORT with a port from 0 to 65535")
+    return host, int(port)
 
 
 @dataclasses.dataclass
@@ -365,9 +382,10 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         timeout=timeout,
         device_id=device if backend == "nccl" else None,
     )
+    host, port = split_endpoint(env.watch_store) if env.watch_store else (env.master_addr, env.master_port)
     watchdog = Watchdog(
-        env.master_addr,
-        env.master_port,
+        host,
+        port,
         prefix,
         env.rank,
         env.world_size,
@@ -375,6 +393,7 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         env.error_file,
         node=node_name(),
         launcher_pid=os.getppid(),
+        store_on_rank0=env.watch_store is None,
     )
     return DistContext(
         device=device,

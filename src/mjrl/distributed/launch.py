@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import socket
 import time
 import uuid
@@ -21,7 +22,13 @@ from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElas
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID, scheduler_node_name, usable_cores
+from mjrl.distributed.context import (
+    TORCHRUN_DEFAULT_JOB_ID,
+    WATCH_STORE_VARIABLE,
+    scheduler_node_name,
+    split_endpoint,
+    usable_cores,
+)
 from mjrl.distributed.options import LaunchOptions
 from mjrl.errors import UsageError
 
@@ -32,16 +39,6 @@ MAX_PROCS_PER_CORE = 8
 more than this many per core only runs out of memory or file handles, with a traceback."""
 NEWER_LAUNCH_FIELDS = {"shutdown_timeout", "duplicate_stdout_filters", "duplicate_stderr_filters", "virtual_local_rank"}
 """LaunchConfig fields that older torch releases (the GPU image's 2.11) may lack."""
-
-
-def split_endpoint(endpoint: str) -> tuple[str, int]:
-    """`HOST:PORT` (or `[IPv6]:PORT`) -> (host, port); anything else is bad input, caught here
-    before torch's parser turns it into a traceback."""
-    host, _, port = endpoint.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"--rdzv-endpoint {endpoint!r}: expected HOST:PORT with a port from 0 to 65535")
-    return host, int(port)
 
 
 def launch_config(opts: LaunchOptions) -> LaunchConfig:
@@ -132,6 +129,11 @@ def launch(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> dict[
     config = launch_config(opts)
     if not _hosts_the_store(opts):
         wait_for_endpoint(opts.rdzv_endpoint, opts.rdzv_timeout_s)
+    if opts.rdzv_endpoint:
+        # The workers' watchdogs meet at the rendezvous store, which node 0's launcher serves
+        # for the whole job, rather than at the workers' store, which lives on whichever node
+        # drew rank 0: a node lost then takes nobody's channel for saying why with it.
+        os.environ[WATCH_STORE_VARIABLE] = opts.rdzv_endpoint
     # torch's `launch_agent` builds its agent by this module-level name; there is no parameter.
     standard, launcher_api.LocalElasticAgent = launcher_api.LocalElasticAgent, NoRetryOnBadInput
     try:

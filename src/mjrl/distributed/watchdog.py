@@ -10,6 +10,8 @@ still be writing its last checkpoint long after the others have exited. It ends 
   on the same host is killed outright, so that its launcher does not wait for it);
 * its own main thread made no progress for `hang_timeout_s` outside a collective, or sat in one
   collective that long (a peer stopped taking part);
+* the launcher that started it died (noticed at once, not at the next tick): it says so, for
+  the scheduler may end every other process of the job within milliseconds;
 * any rank raised the abort flag: a worker that fails posts its error there before it exits,
   so ranks on other nodes, blocked in a collective with it, stop within about a second
   instead of waiting for the collective timeout;
@@ -48,11 +50,14 @@ class Watchdog:
         interval_s: float = 0.5,
         node: str = "",
         launcher_pid: int | None = None,
+        store_on_rank0: bool = True,
     ):
         self.error_file = error_file
         self.launcher_pid = launcher_pid
         """The process that started this rank (its parent at birth): when it dies (killed, its
         node going down), this rank says so at once, before a scheduler ends the others."""
+        self.store_on_rank0 = store_on_rank0
+        """Whether rank 0's node serves the store (the workers' own), else the one at `host`."""
         self.node = node or socket.gethostname()
         self.nodes: dict[int, str] = {}
         """Each rank's node, read once every rank has started (for the reports)."""
@@ -74,6 +79,12 @@ class Watchdog:
         self._collective_since: float | None = None
         self._armed = False
         self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        """stop() writes here: the thread's wait between ticks ends at once."""
+        self._launcher_fd = _pidfd(launcher_pid)
+        """Readable once the launcher has exited: its death ends the wait between ticks at once,
+        for a scheduler that ends the job's other processes (srun's --kill-on-bad-exit) may
+        leave this rank only milliseconds to say why."""
         self._thread = threading.Thread(target=self._run, name="mjrl-watchdog", daemon=True)
 
     # Called from the main thread -------------------------------------------------------
@@ -84,6 +95,8 @@ class Watchdog:
 
     def stop(self) -> None:
         self._stop.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
         self._thread.join(timeout=5 * self.interval_s)
 
     def finish(self) -> None:
@@ -165,9 +178,12 @@ class Watchdog:
         last_seen = {r: (None, started) for r in watched}
         all_started = False
         tick = 0
-        while not self._stop.wait(self.interval_s):
+        while True:
+            launcher_exited = self._wait_a_tick()
+            if self._stop.is_set():
+                return
             tick += 1
-            if (death := self.launcher_death()) is not None:
+            if (death := self.launcher_death(0.1 if launcher_exited else 0.0)) is not None:
                 self._fail(death)  # first: the store may have been the dead launcher's to serve
             try:
                 self.store.set(f"tick/{self.rank}", str(tick))
@@ -193,6 +209,12 @@ class Watchdog:
                 self._exit(self._store_lost(exc))
             self._check_self(time.monotonic())
 
+    def _wait_a_tick(self) -> bool:
+        """Wait one interval, less when stop() is called or the launcher exits; whether it has."""
+        fds = [self._wake_r] if self._launcher_fd is None else [self._wake_r, self._launcher_fd]
+        ready = select.select(fds, [], [], self.interval_s)[0]
+        return self._launcher_fd is not None and self._launcher_fd in ready
+
     def rank_nodes(self) -> list[str]:
         """Every rank's node, in rank order, as each rank's watchdog posted it when it started
         (waits for any still missing, up to the store's timeout)."""
@@ -206,8 +228,9 @@ class Watchdog:
             self.nodes = dict(enumerate(self.rank_nodes()))
 
     def _store_lost(self, exc: Exception) -> str:
-        # Rank 0's node serves the store (rank 0 itself, or its node's launcher).
-        where = f"node {self.nodes[0]}, where rank 0 runs," if 0 in self.nodes else "the node hosting it"
+        # The workers' store is served on rank 0's node (by rank 0 itself, or its launcher).
+        on_rank0 = self.store_on_rank0 and 0 in self.nodes
+        where = f"node {self.nodes[0]}, where rank 0 runs," if on_rank0 else "the node hosting it"
         return f"lost the rendezvous store at {self.address} ({type(exc).__name__}): {where} is gone or unreachable"
 
     def _check_self(self, now: float) -> None:
@@ -233,10 +256,15 @@ class Watchdog:
         self._fail(reason)
 
     def _fail(self, reason: str) -> None:
+        self._say(reason, EXIT_CODE)  # first: a scheduler may end this process any moment now
         self.abort(reason)
-        self._exit(reason)
+        os._exit(EXIT_CODE)
 
     def _exit(self, reason: str, code: int = EXIT_CODE) -> None:
+        self._say(reason, code)
+        os._exit(code)
+
+    def _say(self, reason: str, code: int) -> None:
         if code != 2:  # bad input: the rank that found it has said so, in one line
             print(f"mjrl watchdog (rank {self.rank}): {reason}", file=sys.__stderr__, flush=True)
         if self.error_file:
@@ -244,7 +272,16 @@ class Watchdog:
             record = {"message": {"message": reason, "extraInfo": {"timestamp": str(int(time.time()))}}}
             with contextlib.suppress(OSError), open(self.error_file, "w") as f:
                 json.dump(record, f)
-        os._exit(code)
+
+
+def _pidfd(pid: int | None) -> int | None:
+    """A file descriptor that becomes readable when process `pid` exits (None: none to watch)."""
+    if pid is None:
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:  # gone already: the first tick reports it
+        return None
 
 
 def _ends_within(pid: int, wait_s: float) -> bool:
