@@ -105,3 +105,43 @@ def test_a_rank_whose_launcher_dies_says_so_at_once_not_at_its_next_tick(tmp_pat
     reason = f"rank 1 (node node2) failed: its launcher (pid {launcher.pid}) died: killed, or its node went down"
     assert peers.get("abort").decode() == reason  # the other ranks are told
     assert f"mjrl watchdog (rank 1): {reason}" in (tmp_path / "stderr").read_text()
+
+
+STORE = """
+import datetime, sys, time
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers=False)
+print("serving", flush=True)
+time.sleep(600)
+"""
+FINISHING_RANK = """
+import sys
+from mjrl.distributed.watchdog import Watchdog
+watchdog = Watchdog("127.0.0.1", int(sys.argv[1]), "job", 0, 2, hang_timeout_s=600, interval_s=0.05)
+watchdog.start()
+watchdog.arm()
+watchdog.disarm()  # the training loop has ended: rank 0 writes its last checkpoint
+print("disarmed", flush=True)
+watchdog._thread.join(timeout=60)  # the store is lost meanwhile
+print("thread ended" if not watchdog._thread.is_alive() else "thread still running", flush=True)
+"""
+
+
+def test_a_store_lost_after_the_loop_does_not_end_rank_0_writing_its_last_checkpoint():
+    """Node 0's launcher serves the watchdogs' store and may exit first (torch's exit barrier
+    gives up after 300 s) while rank 0, on another node, still writes its last checkpoint."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", STORE, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "serving"
+        rank = subprocess.Popen(
+            [sys.executable, "-c", FINISHING_RANK, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert rank.stdout.readline().strip() == "disarmed"
+        server.kill()
+        out, err = rank.communicate(timeout=120)
+    finally:
+        server.kill()
+        server.wait()
+    assert rank.returncode == 0 and out.strip() == "thread ended", (rank.returncode, out, err)
+    assert "lost the rendezvous store" not in err

@@ -129,17 +129,19 @@ def launch(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> dict[
     config = launch_config(opts)
     if not _hosts_the_store(opts):
         wait_for_endpoint(opts.rdzv_endpoint, opts.rdzv_timeout_s)
-    if opts.rdzv_endpoint:
-        # The workers' watchdogs meet at the rendezvous store, which node 0's launcher serves
-        # for the whole job, rather than at the workers' store, which lives on whichever node
-        # drew rank 0: a node lost then takes nobody's channel for saying why with it.
-        os.environ[WATCH_STORE_VARIABLE] = opts.rdzv_endpoint
     # torch's `launch_agent` builds its agent by this module-level name; there is no parameter.
     standard, launcher_api.LocalElasticAgent = launcher_api.LocalElasticAgent, NoRetryOnBadInput
+    if opts.rdzv_endpoint and split_endpoint(opts.rdzv_endpoint)[1] != 0:
+        # The workers' watchdogs meet at the rendezvous store, which node 0's launcher serves
+        # for the whole job, rather than at the c10d workers' store, which lives on whichever
+        # node drew rank 0: losing any node but node 0 leaves the survivors a store at which
+        # to learn why. (Port 0: torch picks the port, which only node 0's launcher knows.)
+        os.environ[WATCH_STORE_VARIABLE] = opts.rdzv_endpoint
     try:
         return elastic_launch(config, worker)(*args)
     finally:
         launcher_api.LocalElasticAgent = standard
+        os.environ.pop(WATCH_STORE_VARIABLE, None)
 
 
 def nodes_met() -> bool:

@@ -78,6 +78,7 @@ class Watchdog:
         self._last_progress = time.monotonic()
         self._collective_since: float | None = None
         self._armed = False
+        self._finishing = False
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         """stop() writes here: the thread's wait between ticks ends at once."""
@@ -112,8 +113,11 @@ class Watchdog:
         self._armed = True
 
     def disarm(self) -> None:
-        """Stop checking this rank's own progress: what is left involves no other rank."""
+        """Stop checking this rank's own progress: what is left involves no other rank. Nor does
+        the store matter any more: node 0's launcher, which serves it, may exit before rank 0
+        has written its last checkpoint (torch's exit barrier gives up after 300 s)."""
         self._armed = False
+        self._finishing = True
 
     def progress(self) -> None:
         self._last_progress = time.monotonic()
@@ -204,16 +208,14 @@ class Watchdog:
                     elif now - last_seen[r][1] > self.hang_timeout_s:
                         self._peer_hung(r, now - last_seen[r][1])
             except Exception as exc:
-                if self._stop.is_set():
+                if self._stop.is_set() or self._finishing:
                     return
                 self._exit(self._store_lost(exc))
             self._check_self(time.monotonic())
 
     def _wait_a_tick(self) -> bool:
         """Wait one interval, less when stop() is called or the launcher exits; whether it has."""
-        fds = [self._wake_r] if self._launcher_fd is None else [self._wake_r, self._launcher_fd]
-        ready = select.select(fds, [], [], self.interval_s)[0]
-        return self._launcher_fd is not None and self._launcher_fd in ready
+        return self._launcher_fd in _wait_readable([self._wake_r, self._launcher_fd], self.interval_s)
 
     def rank_nodes(self) -> list[str]:
         """Every rank's node, in rank order, as each rank's watchdog posted it when it started
@@ -265,6 +267,11 @@ class Watchdog:
         os._exit(code)
 
     def _say(self, reason: str, code: int) -> None:
+        # stderr may be a pipe whose reader died with the launcher: the abort and exit still come.
+        with contextlib.suppress(Exception):
+            self._report(reason, code)
+
+    def _report(self, reason: str, code: int) -> None:
         if code != 2:  # bad input: the rank that found it has said so, in one line
             print(f"mjrl watchdog (rank {self.rank}): {reason}", file=sys.__stderr__, flush=True)
         if self.error_file:
@@ -282,6 +289,18 @@ def _pidfd(pid: int | None) -> int | None:
         return os.pidfd_open(pid)
     except ProcessLookupError:  # gone already: the first tick reports it
         return None
+    except (OSError, AttributeError):  # no pidfd here (not Linux, a kernel before 5.3, seccomp)
+        return None
+
+
+def _wait_readable(fds: list[int | None], timeout_s: float) -> list[int]:
+    """The fds among `fds` (None skipped) that become readable within `timeout_s`. poll, not
+    select: a process with many files open may hold fds above select's limit of 1024."""
+    poller = select.poll()
+    for fd in fds:
+        if fd is not None:
+            poller.register(fd, select.POLLIN)
+    return [fd for fd, _ in poller.poll(timeout_s * 1000)]
 
 
 def _ends_within(pid: int, wait_s: float) -> bool:
@@ -292,7 +311,9 @@ def _ends_within(pid: int, wait_s: float) -> bool:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return True
+    except (OSError, AttributeError):  # no pidfd here: it cannot tell, so it claims nothing
+        return False
     try:
-        return bool(select.select([fd], [], [], wait_s)[0])  # readable once it has exited
+        return bool(_wait_readable([fd], wait_s))  # readable once it has exited
     finally:
         os.close(fd)
