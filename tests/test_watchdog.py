@@ -145,3 +145,45 @@ def test_a_store_lost_after_the_loop_does_not_end_rank_0_writing_its_last_checkp
         server.wait()
     assert rank.returncode == 0 and out.strip() == "thread ended", (rank.returncode, out, err)
     assert "lost the rendezvous store" not in err
+
+
+# A rank in its training loop, started as torch's agent starts one: SIGINT when its parent dies.
+TRAINING_RANK = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
+from mjrl.distributed.preemption import StopFlag
+from mjrl.distributed.watchdog import Watchdog
+stop = StopFlag().install()
+watchdog = Watchdog("127.0.0.1", int(sys.argv[1]), "job", 1, 2, hang_timeout_s=600, interval_s=600,
+                    node="node2", launcher_pid=os.getppid())
+stop.on_sigint = watchdog.exit_if_launcher_died
+watchdog.start()
+while not stop.requested:  # the loop stops at its next check once a stop is asked
+    pass
+print("stopped as asked", flush=True)
+"""
+
+
+def test_a_dying_launchers_sigint_is_a_failure_not_a_stop_request(tmp_path):
+    """torch's agent gives its workers SIGINT when it dies. Taken for a stop request, the rank
+    left the job as if asked to stop (or, the signal coming again, was interrupted reporting
+    the failure), and the other nodes learnt nothing: 3 of 22 kills on the Slurm cluster."""
+    port = free_port()
+    server = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=60))  # fmt: skip
+    peers = dist.PrefixStore("job/watchdog", server)
+    with open(tmp_path / "stdout", "w") as stdout, open(tmp_path / "stderr", "w") as stderr:
+        command = [sys.executable, "-c", LAUNCHER, TRAINING_RANK, str(port)]
+        launcher = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+    worker = int(peers.get("pid/1").decode().split("\t")[1])
+    try:
+        launcher.kill()
+        launcher.wait()
+        assert _ends_within(worker, 60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
+    reason = f"rank 1 (node node2) failed: its launcher (pid {launcher.pid}) died: killed, or its node went down"
+    assert "stopped as asked" not in (tmp_path / "stdout").read_text()
+    assert peers.get("abort").decode() == reason
+    assert f"mjrl watchdog (rank 1): {reason}" in (tmp_path / "stderr").read_text()

@@ -114,14 +114,15 @@ def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(
     log = log_text(tmp_path, job_id)
     assert record["JobState"] == "FAILED" and record["Restarts"] == "0", log
     assert took < 20, f"the job took {took:.0f} s to end"
-    # The log names the node, its task and the cause (srun's line, always there) and, from the
-    # start, the ranks each node runs (mjrl's line). mjrl's watchdog lines come too, in all but
-    # about 1 run in 25: the dead launcher's rank posts why the moment its launcher dies, before
-    # srun ends it, at the store node 1's launcher serves, whichever node drew rank 0; the
-    # survivor repeats it. They must name the dead rank and node2, never bad input or the survivor.
+    # The log names the node, its task and the cause: srun's line, and the surviving node's rank
+    # in mjrl's words, whichever node drew rank 0. The dead launcher's rank posts why as soon as
+    # its launcher dies (torch's parent-death SIGINT, or its watchdog's pidfd), at the store
+    # node 1's launcher serves, before srun ends it; the survivor repeats it. No mjrl line
+    # blames bad input or the survivor.
     assert "srun: error: node2: task 1: Killed" in log, log
     assert re.search(r"^nodes node\d: rank \d \| node\d: rank \d$", log, re.M), log
-    dead = re.search(r"node2: rank (\d)", log)[1]
+    dead, alive = (re.search(rf"{node}: rank (\d)", log)[1] for node in ("node2", "node1"))
+    assert f"mjrl watchdog (rank {alive}): rank {dead} (node node2) failed: its launcher (pid " in log, log
     for line in re.findall(r"^mjrl watchdog .*$", log, re.M):
         assert re.search(rf"rank {dead} \(node node2\) failed: its launcher \(pid \d+\) died", line), log
     assert "no rendezvous" not in log  # they had met: a lost store is no bad input

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -26,6 +27,11 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.requested = 0
+        self.on_sigint: Callable[[], None] | None = None
+        """Run on SIGINT before it counts: torch gives a worker SIGINT when its launcher dies
+        (once per dying thread), which is no stop request; a rank's watchdog ends the process
+        there if that is what it was (`run_rank` sets it)."""
+        self._checking = False
 
     def install(self) -> StopFlag:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -33,6 +39,14 @@ class StopFlag:
         return self
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and self.on_sigint is not None:
+            if self._checking:  # the dying launcher's next SIGINT, heard while checking
+                return
+            self._checking = True
+            try:
+                self.on_sigint()
+            finally:
+                self._checking = False
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = signum

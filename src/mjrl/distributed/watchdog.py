@@ -79,6 +79,7 @@ class Watchdog:
         self._collective_since: float | None = None
         self._armed = False
         self._finishing = False
+        self._failing = threading.Lock()
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         """stop() writes here: the thread's wait between ticks ends at once."""
@@ -145,6 +146,14 @@ class Watchdog:
             f"rank {self.rank} (node {self.node}) failed: its launcher (pid {self.launcher_pid}) died: "
             "killed, or its node went down"
         )
+
+    def exit_if_launcher_died(self, wait_s: float = 0.5) -> None:
+        """End this process as a failure, saying why, if its launcher died (or finishes dying
+        within `wait_s`). Called on SIGINT, torch's parent-death signal: a SIGINT taken for a
+        stop request let a dying launcher's rank stop cleanly with the others, or, the signal
+        coming again, interrupted the failure's report half-way."""
+        if (death := self.launcher_death(wait_s)) is not None:
+            self._fail(death)
 
     def abort(self, reason: str, exit_code: int = EXIT_CODE) -> None:
         """Tell every rank to stop, giving `reason` (which names the rank at fault). They exit
@@ -258,6 +267,8 @@ class Watchdog:
         self._fail(reason)
 
     def _fail(self, reason: str) -> None:
+        # Once: the main thread (on SIGINT) and this thread (on the pidfd) may both get here.
+        self._failing.acquire()
         self._say(reason, EXIT_CODE)  # first: a scheduler may end this process any moment now
         self.abort(reason)
         os._exit(EXIT_CODE)

@@ -22,6 +22,7 @@ def run_rank(
     group."""
     stop = StopFlag().install()
     ctx = init_distributed(device, collective_timeout_s, hang_timeout_s)
+    stop.on_sigint = ctx.watchdog.exit_if_launcher_died
     ctx.watchdog.start()
     try:
         result = body(ctx, stop)
