@@ -280,11 +280,8 @@ class Watchdog:
     def _say(self, reason: str, code: int) -> None:
         # stderr may be a pipe whose reader died with the launcher: the abort and exit still come.
         with contextlib.suppress(Exception):
-            self._report(reason, code)
-
-    def _report(self, reason: str, code: int) -> None:
-        if code != 2:  # bad input: the rank that found it has said so, in one line
-            print(f"mjrl watchdog (rank {self.rank}): {reason}", file=sys.__stderr__, flush=True)
+            if code != 2:  # bad input: the rank that found it has said so, in one line
+                print(f"mjrl watchdog (rank {self.rank}): {reason}", file=sys.__stderr__, flush=True)
         if self.error_file:
             # torch's elastic agent reads this file and its launcher reports the message.
             record = {"message": {"message": reason, "extraInfo": {"timestamp": str(int(time.time()))}}}
@@ -298,9 +295,9 @@ def _pidfd(pid: int | None) -> int | None:
         return None
     try:
         return os.pidfd_open(pid)
-    except ProcessLookupError:  # gone already: the first tick reports it
-        return None
-    except (OSError, AttributeError):  # no pidfd here (not Linux, a kernel before 5.3, seccomp)
+    # Gone already (the first tick reports it), or no pidfd here (not Linux, a kernel before
+    # 5.3, seccomp): the ticks' parent check is left.
+    except (OSError, AttributeError):
         return None
 
 
