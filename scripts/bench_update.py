@@ -32,6 +32,7 @@ import torch
 
 from mjrl.distributed.context import single_process
 from mjrl.rl import make_algorithm
+from mjrl.rl.algorithm import Transition
 from mjrl.rl.config import AgentConfig
 
 
@@ -66,10 +67,10 @@ def learner(mode: str, env: SyntheticEnv, steps: int, device: str):
 
     for _ in range(steps):
         obs = {"actor": draw(env.num_envs, env.obs_dims["actor"]), "critic": draw(env.num_envs, env.obs_dims["critic"])}
-        algorithm.act(obs)
+        actions = algorithm.act(obs)
         dones = draw(env.num_envs) > 2.0  # about 2 % of envs end at each step
-        extras = {"final_obs": obs}
-        algorithm.process_env_step(draw(env.num_envs), dones, torch.zeros_like(dones), extras)
+        rewards = draw(env.num_envs)
+        algorithm.process_env_step(Transition(obs, actions, rewards, dones, torch.zeros_like(dones), obs, obs))
     algorithm.compute_returns(obs)
     return algorithm
 

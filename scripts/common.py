@@ -175,23 +175,15 @@ def train_config(
 
 
 def build_runner(task: Task, cfg: TrainConfig) -> Runner:
-    """A runner built as `train` builds one (one process), after one rollout and update: kernels
-    compiled, physics captured, allocator warm."""
+    """A runner built by `train`'s own `build_run` (one process, a run directory under
+    `cfg.log_root`), after one rollout and update: kernels compiled, physics captured,
+    allocator warm."""
     from mjrl.distributed.context import single_process
-    from mjrl.distributed.preemption import StopFlag
-    from mjrl.envs import VecEnv
-    from mjrl.rl import make_algorithm
-    from mjrl.runner.runner import Runner
-    from mjrl.runner.start import compile_loop
-    from mjrl.runner.state import TrainingState
+    from mjrl.runner.start import build_run
 
-    ctx = single_process(cfg.device)
-    env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
-    algorithm = make_algorithm(cfg, env, cfg.runner.num_steps_per_env, ctx, seed=cfg.seed)
-    compile_loop(cfg.runner.compile, env, algorithm)
-    runner = Runner(task, cfg, ctx, env, algorithm, Path(cfg.log_root), TrainingState(), False, StopFlag())
+    runner = build_run(task, cfg, single_process(cfg.device))
     runner.collect()
-    algorithm.update()
+    runner.algorithm.update()
     return runner
 
 

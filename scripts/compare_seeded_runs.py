@@ -30,6 +30,8 @@ TASKS = (
     "Mjrl-Velocity-Rough-Quadruped",
     "Mjrl-Velocity-Flat-Humanoid",
     "Mjrl-Velocity-Flat-Mule",
+    "Mjrl-Velocity-Rough-Mule",
+    "Mjrl-Tracking-Flat-Humanoid",
     "Mjrl-Velocity-Flat-Quadruped-Student",
 )
 STUDENT_SUFFIX = "-Student"

@@ -213,6 +213,7 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
     from mjrl.distributed.context import single_process
     from mjrl.envs import VecEnv
     from mjrl.rl import make_algorithm
+    from mjrl.rl.algorithm import rollout_step
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.start import compile_loop
     from mjrl.tasks import load_task
@@ -251,15 +252,13 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
     # A real rollout, then one whole update, shared out over its gradient steps.
     obs = env.obs
     for _ in range(rollout):
-        obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
-        algorithm.process_env_step(rewards, terminated, truncated, extras)
+        obs = rollout_step(env, algorithm, obs)
     algorithm.compute_returns(obs)
     minibatch_steps = cfg.algorithm.num_learning_epochs * cfg.algorithm.num_mini_batches
     if compile_ != "off":  # compile the update's graphs before counting it
         algorithm.update()
         for _ in range(rollout):
-            obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
-            algorithm.process_env_step(rewards, terminated, truncated, extras)
+            obs = rollout_step(env, algorithm, obs)
         algorithm.compute_returns(obs)
     results["minibatch"] = count(algorithm.update, 1)
     results["minibatch"] = {

@@ -1,9 +1,11 @@
 """An off-policy learner, written for a test and registered from it as `--algo replay-test`: no
-edit under the runner, the env or the learners. It keeps a replay buffer of transitions that it
-fills while the envs step, and takes gradient steps from it between env steps: a one-step
-actor-critic on replayed transitions (the critic by TD(0), the actor by the TD error's sign).
-Checkpoints hold its buffer; on several ranks each rank keeps its own buffer and the gradients
-are averaged, so the ranks stay in lockstep.
+edit under the runner, the env or the learners. It keeps a replay ring of transitions, fed by
+`process_env_step`, and learns from it in the updates the loop schedules after every
+`update_every` env steps (`Algorithm.update_every`): a one-step actor-critic on replayed
+transitions (the critic by TD(0), bootstrapping time-outs but not terminations; the actor by
+the TD error's sign). Its ring is bulky state (`bulk_state`): saved beside a checkpoint, not in
+it. On several ranks each rank keeps its own ring and the gradients are averaged, so the ranks
+stay in lockstep. Nothing in it reads the device on the host, so the loop may capture it.
 
 Imported by name (`replay_learner`): a worker process the launcher spawns imports it when it
 unpickles the run's config, whose `algorithm` section is a `ReplayConfig`, and so registers it
@@ -20,7 +22,7 @@ import torch
 
 from mjrl.distributed import DistContext
 from mjrl.rl import AlgorithmSpec, register_algorithm
-from mjrl.rl.algorithm import EnvInfo, Observations, parameter_checksum
+from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.optim import Adam
 
@@ -35,17 +37,21 @@ class ReplayConfig:
     """Transitions kept per rank (the oldest are overwritten)."""
     batch_size: int = 128
     """Transitions per gradient step."""
+    update_every: int = 1
+    """Env steps between updates."""
     updates_per_step: int = 1
-    """Gradient steps after each env step, once the buffer holds a batch."""
+    """Gradient steps per update, once the ring holds a batch."""
     gamma: float = 0.95
     """Discount factor."""
 
-    bounds: ClassVar[dict] = {"learning_rate": "> 0", "buffer_size": ">= 1", "batch_size": ">= 1"}
+    bounds: ClassVar[dict] = {"learning_rate": "> 0", "buffer_size": ">= 1", "batch_size": ">= 1",
+                              "update_every": ">= 1"}  # fmt: skip
 
 
 class ReplayLearner:
     def __init__(self, policy: ActorCritic, cfg: ReplayConfig, env: EnvInfo, ctx: DistContext):
         self.policy, self.cfg, self.ctx = policy, cfg, ctx
+        self.update_every = cfg.update_every
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = Adam(self.params, lr=cfg.learning_rate)
         self.generator = torch.Generator(device=ctx.device)
@@ -60,44 +66,37 @@ class ReplayLearner:
             "next_critic": torch.zeros(n, dims["critic"], device=dev),
             "written": torch.zeros((), dtype=torch.long, device=dev),  # transitions ever stored
         }
-        self._pending: dict[str, torch.Tensor] | None = None  # the last step, waiting for its next state
-        self._sums = torch.zeros(2, dtype=torch.float64, device=dev)  # TD loss, gradient steps
 
     # ------------------------------------------------------------------ collecting and learning
 
+    @torch.no_grad()
     def act(self, obs: Observations) -> torch.Tensor:
-        self._complete(obs)
-        with torch.no_grad():
-            actions = self.policy.distribution(self.policy.normalize_actor(obs["actor"])).sample(self.generator)
-        self._pending = {"obs": obs["actor"].clone(), "critic": obs["critic"].clone(), "action": actions}
-        return actions
+        return self.policy.distribution(self.policy.normalize_actor(obs["actor"])).sample(self.generator)
 
-    def process_env_step(self, rewards, terminated, truncated, extras: dict[str, Any]) -> None:
-        done = (terminated | truncated).unsqueeze(1)
-        self._pending |= {"reward": rewards, "terminated": terminated.float(), "done": done}
-        self._pending["final_critic"] = extras["final_obs"]["critic"]
-
-    def compute_returns(self, obs: Observations) -> None:
-        self._complete(obs)
-
-    def _complete(self, obs: Observations) -> None:
-        """Store the pending transitions, whose next state is `obs` (or the final observation
-        of an episode that ended), then learn from the buffer: updates between env steps."""
-        if self._pending is None or "reward" not in self._pending:
-            return
-        p, self._pending = self._pending, None
-        p["next_critic"] = torch.where(p.pop("done"), p.pop("final_critic"), obs["critic"])
-        n = p["obs"].shape[0]
+    @torch.no_grad()
+    def process_env_step(self, t: Transition) -> None:
+        """Write the transitions into the ring in place. The next state of a time-out is its final
+        observation (`final_obs`), so that it is bootstrapped; a termination's is masked later."""
+        row = {"obs": t.obs["actor"], "critic": t.obs["critic"], "action": t.actions, "reward": t.rewards,
+               "terminated": t.terminated, "next_critic": t.final_obs["critic"]}  # fmt: skip
+        n = t.actions.shape[0]
         rows = (self.replay["written"] + torch.arange(n, device=self.ctx.device)) % self.cfg.buffer_size
-        for key, value in p.items():
+        for key, value in row.items():
             self.replay[key].index_copy_(0, rows, value.float())
         self.replay["written"] += n
-        if int(self.replay["written"]) >= self.cfg.batch_size:  # eager only: this learner is a test's
-            for _ in range(self.cfg.updates_per_step):
-                self._gradient_step()
 
-    @torch.enable_grad()  # the runner collects under no_grad; learning here needs the graph
-    def _gradient_step(self) -> None:
+    def compute_returns(self, obs: Observations) -> None:
+        """Never called: this learner updates every `update_every` steps, not once per rollout."""
+
+    def update(self) -> dict[str, torch.Tensor]:
+        """`updates_per_step` gradient steps on batches drawn from the ring; a step before the
+        ring holds a batch is taken and undone on the device (no host read decides it)."""
+        sums = torch.zeros(2, dtype=torch.float64, device=self.ctx.device)  # TD loss, gradient steps
+        for _ in range(self.cfg.updates_per_step):
+            sums += self._gradient_step()
+        return {"td_loss_sum": sums[0], "steps": sums[1]}
+
+    def _gradient_step(self) -> torch.Tensor:
         cfg, policy = self.cfg, self.policy
         filled = torch.clamp(self.replay["written"], max=cfg.buffer_size)
         index = (torch.rand(cfg.batch_size, generator=self.generator, device=self.ctx.device) * filled).long()
@@ -114,13 +113,10 @@ class ReplayLearner:
         flat = self.ctx.all_reduce_mean(torch.cat([g.reshape(-1) for g in grads]))  # ranks in lockstep
         for param, grad in zip(self.params, flat.split([p.numel() for p in self.params]), strict=True):
             param.grad = grad.view_as(param)
-        self.optimizer.step()
-        self._sums += torch.stack([td.detach().pow(2).mean().double(), torch.ones((), dtype=torch.float64)])
-
-    def update(self) -> dict[str, torch.Tensor]:
-        """The learning happened between env steps: report it, pooled by the runner."""
-        sums, self._sums = self._sums, torch.zeros_like(self._sums)
-        return {"td_loss_sum": sums[0], "steps": sums[1]}
+        skip = self.replay["written"] < cfg.batch_size
+        self.optimizer.step(skip)
+        taken = (~skip).double()
+        return torch.stack([td.detach().pow(2).mean().double() * taken, taken])
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
         td_loss = totals["td_loss_sum"] / max(totals["steps"], 1.0)
@@ -142,15 +138,20 @@ class ReplayLearner:
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "learning_rate": self.optimizer.lr.item(),
-            "replay": {key: value.clone() for key, value in self.replay.items()},
         }
 
     def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
         self.policy.load_state_dict(state["policy"])
         if not weights_only:
             self.optimizer.load_state_dict(state["optimizer"])
-            for key, value in state["replay"].items():
-                self.replay[key].copy_(value)
+
+    def bulk_state(self) -> dict[str, torch.Tensor]:
+        """The ring, for `bulk_<iteration>.pt` beside the checkpoint."""
+        return {key: value.clone() for key, value in self.replay.items()}
+
+    def load_bulk_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        for key, value in state.items():
+            self.replay[key].copy_(value)
 
     def broadcast_from_main(self) -> None:
         self.ctx.broadcast_tensors([*self.policy.state_dict().values(), *self.optimizer.tensors()])

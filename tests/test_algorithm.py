@@ -16,6 +16,7 @@ import mjrl.tools
 from mjrl.distributed.context import single_process
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
+from mjrl.rl.algorithm import rollout_step
 from mjrl.rl.ppo import PPO, NonFiniteUpdate
 from mjrl.tasks import load_task
 
@@ -84,8 +85,7 @@ def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
         if draw_from_global:
             torch.manual_seed(1000 + step)
             torch.rand(100)
-        obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
-        algorithm.process_env_step(rewards, terminated, truncated, extras)
+        obs = rollout_step(env, algorithm, obs)
     algorithm.compute_returns(obs)
     algorithm.update()
     return torch.cat([p.detach().flatten() for p in algorithm.parameters()])
@@ -105,8 +105,7 @@ def collected_ppo() -> PPO:
     algorithm = make_algorithm(agent, env, 8, single_process(DEVICE), seed=0)
     obs = env.obs
     for _ in range(8):
-        obs, rewards, terminated, truncated, extras = env.step(algorithm.act(obs))
-        algorithm.process_env_step(rewards, terminated, truncated, extras)
+        obs = rollout_step(env, algorithm, obs)
     algorithm.compute_returns(obs)
     return algorithm
 

@@ -1,7 +1,8 @@
 """Algorithms by registration (`mjrl.rl.registry`): an off-policy learner written for the test
-(`replay_learner.py`: a replay buffer filled while collecting, gradient steps between env steps)
-trains through `train --algo replay-test`, checkpoints its buffer, resumes deterministically and
-trains on two ranks in lockstep, with no edit under the runner, the env or the learners."""
+(`replay_learner.py`: a replay ring fed by every transition, updates the loop schedules after
+every env step) trains through `train --algo replay-test`, keeps its ring beside its
+checkpoints, resumes deterministically and trains on two ranks in lockstep, with no edit under
+the runner, the env or the learners."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import replay_learner  # registers --algo replay-test
 import torch
 from conftest import TWO_RANK_RUN, last_json, read_jsonl, run_cli, run_main
 
-from mjrl.checkpoint import load_checkpoint
+from mjrl.checkpoint import load_bulk_state, load_checkpoint
 from mjrl.runner.config import TrainConfig
 from mjrl.tasks import load_task
 
@@ -33,30 +34,60 @@ def test_the_chosen_algorithm_types_the_algorithm_section():
     assert isinstance(TrainConfig.for_task(task, "replay-test").algorithm, replay_learner.ReplayConfig)
 
 
-def test_an_off_policy_learner_checkpoints_its_buffer_and_resumes_deterministically(tmp_path):
+def test_an_off_policy_learner_keeps_its_ring_beside_its_checkpoints_and_resumes_deterministically(tmp_path):
     first = train("--runner.max-iterations", "2", "--log-root", str(tmp_path / "a"))
-    run_a = Path(first["run_dir"])
-    saved = load_checkpoint(Path(first["checkpoint"]))
+    run_a, checkpoint = Path(first["run_dir"]), Path(first["checkpoint"])
+    saved = load_checkpoint(checkpoint)
     assert saved["config"]["algo"] == "replay-test" and saved["config"]["algorithm"]["batch_size"] == 64
-    assert int(saved["replay"]["written"]) == 2 * 16 * 16  # every transition of both rollouts
+    # The ring is bulky state: a file of its own beside the checkpoint, only the newest kept.
+    assert "replay" not in saved
+    assert sorted(p.name for p in (run_a / "checkpoints").glob("bulk_*.pt")) == ["bulk_000002.pt"]
+    ring = load_bulk_state(checkpoint)
+    assert int(ring["written"]) == 2 * 16 * 16  # every transition of both rollouts
     metrics = read_jsonl(run_a / "metrics.jsonl")
-    # Gradient steps between env steps: one per step once a batch is stored (4 steps of 16 envs).
+    # Updates after every env step: one gradient step each once a batch is stored (4 steps of
+    # 16 envs), timed as learning.
     assert [m["gradient_steps"] for m in metrics] == [16 - 4 + 1, 16]
     assert all(torch.isfinite(torch.tensor(m["td_loss"])) for m in metrics)
-    # Two resumes of the same checkpoint go on alike, bit for bit: its buffer, weights, optimizer
+    assert all(m["learning_s"] > 0 and m["collection_s"] > 0 for m in metrics)
+    # Two resumes of the same checkpoint go on alike, bit for bit: its ring, weights, optimizer
     # and random streams are all restored.
     run_b = tmp_path / "b" / run_a.name
     shutil.copytree(run_a, run_b)
     ends = [train("--runner.max-iterations", "4", "--resume-dir", str(run)) for run in (run_a, run_b)]
-    final = [load_checkpoint(Path(end["checkpoint"])) for end in ends]
-    for part in ("policy", "replay"):
-        assert all(torch.equal(final[0][part][k], final[1][part][k]) for k in final[0][part])
+    final = [Path(end["checkpoint"]) for end in ends]
+    policies, rings = [load_checkpoint(p)["policy"] for p in final], [load_bulk_state(p) for p in final]
+    for part in (policies, rings):
+        assert all(torch.equal(part[0][k], part[1][k]) for k in part[0])
     resumed = [read_jsonl(run / "metrics.jsonl")[2:] for run in (run_a, run_b)]
     timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s"}
     assert [{k: v for k, v in m.items() if k not in timings} for m in resumed[0]] == [
         {k: v for k, v in m.items() if k not in timings} for m in resumed[1]
     ]
-    assert int(final[0]["replay"]["written"]) == 4 * 16 * 16
+    assert int(rings[0]["written"]) == 4 * 16 * 16
+    assert sorted(p.name for p in (run_a / "checkpoints").glob("bulk_*.pt")) == ["bulk_000004.pt"]
+
+
+def test_a_resume_without_the_ring_starts_it_empty_and_says_so(tmp_path):
+    """`--runner.save-bulk-state False` writes no ring; a resume then starts it empty, with one
+    note, and learns again once it holds a batch."""
+    first = train("--runner.max-iterations", "1", "--runner.save-bulk-state", "False", "--log-root", str(tmp_path))
+    run_dir = Path(first["run_dir"])
+    assert not list((run_dir / "checkpoints").glob("bulk_*.pt"))
+    result = run_main("train", BALANCE, "--device", "cpu", *FLAGS, "--runner.max-iterations", "2",
+                      "--resume-dir", str(run_dir))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "note: no bulk_000001.pt beside model_000001.pt" in result.stdout
+    assert [m["gradient_steps"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [13, 13]
+
+
+def test_an_update_schedule_that_does_not_divide_the_rollout_is_one_line(tmp_path):
+    log_root = tmp_path / "logs"
+    result = run_main("train", BALANCE, "--device", "cpu", *FLAGS, "--algorithm.update-every", "5",
+                      "--log-root", str(log_root))  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "learns every 5 env steps" in result.stderr and "--runner.num-steps-per-env 16" in result.stderr
+    assert not log_root.exists()  # nothing half-made
 
 
 def test_an_off_policy_learner_trains_on_two_ranks_in_lockstep(tmp_path):

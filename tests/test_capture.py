@@ -16,16 +16,12 @@ from capture import CaptureError, EmulatedGraph
 from conftest import DEVICE
 
 from mjrl.distributed.context import single_process
-from mjrl.distributed.preemption import StopFlag
-from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
-from mjrl.rl import make_algorithm
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.faults import fault_hooks
 from mjrl.runner.graphs import CAPTURED, Graph, LoopGraphs, choose_graphs, loop_graphs, why_not_graphs
 from mjrl.runner.runner import Runner
-from mjrl.runner.start import warm_up
-from mjrl.runner.state import TrainingState
+from mjrl.runner.start import build_run
 from mjrl.sim import TerrainConfig
 from mjrl.tasks import load_task
 
@@ -33,10 +29,17 @@ SMALL_GRID = TerrainConfig(kind="grid", rows=3, columns_per_type=1, patch_size=4
 ITERATIONS = 5
 
 
-def build(task_name: str, log_root: Path, teacher: str | None, graphed: bool = False, **runner: object) -> Runner:
+def build(
+    task_name: str, log_root: Path, teacher: str | None, graphed: bool = False, algo: str = "auto", **runner: object
+) -> Runner:
     """A runner as `train` builds it (one process, its warm-up done), small: 8 envs x 8 steps."""
     task = load_task(task_name)
-    defaults = TrainConfig.for_task(task)
+    defaults = TrainConfig.for_task(task, algo)
+    algorithm = defaults.algorithm
+    if hasattr(algorithm, "num_mini_batches"):  # PPO's
+        algorithm = dataclasses.replace(algorithm, num_mini_batches=2)
+    else:  # the replay learner's: a batch stored after 4 of the 8 steps
+        algorithm = dataclasses.replace(algorithm, batch_size=32, buffer_size=128)
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=8, episode_length_s=1.0)
     if "Rough" in task_name:
         env_cfg = dataclasses.replace(env_cfg, terrain=SMALL_GRID)
@@ -44,22 +47,18 @@ def build(task_name: str, log_root: Path, teacher: str | None, graphed: bool = F
         defaults,
         env=env_cfg,
         runner=dataclasses.replace(defaults.runner, num_steps_per_env=8, **runner),
-        algorithm=dataclasses.replace(defaults.algorithm, num_mini_batches=2),
+        algorithm=algorithm,
         distillation=dataclasses.replace(defaults.distillation, teacher=teacher or "", num_mini_batches=2),
         device=DEVICE,
         logger="none",
         log_root=str(log_root),
     )
-    ctx = single_process(DEVICE)
-    env = VecEnv(cfg.env, task.build(cfg.env), ctx.device, seed=cfg.seed)
-    algorithm = make_algorithm(cfg, env, 8, ctx, seed=cfg.seed)
-    state = TrainingState(env_steps=warm_up(env, algorithm, ctx, cfg))
-    graphs = None
+    if graphed and DEVICE != "cpu":  # with MJRL_TEST_DEVICE=cuda, the real CUDA graphs
+        cfg = dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, cuda_graphs="on"))
+    runner = build_run(task, cfg, single_process(DEVICE))
     if graphed and DEVICE == "cpu":
-        graphs = LoopGraphs(lambda: EmulatedGraph([env.sim]))
-    elif graphed:  # with MJRL_TEST_DEVICE=cuda, the real CUDA graphs
-        graphs = loop_graphs("on", ctx, env, [env.generator, algorithm.generator])
-    return Runner(task, cfg, ctx, env, algorithm, log_root, state, False, StopFlag(), graphs=graphs)
+        runner.graphs = LoopGraphs(lambda: EmulatedGraph([runner.env.sim]))
+    return runner
 
 
 def state_of(runner: Runner) -> dict[str, torch.Tensor]:
@@ -151,11 +150,33 @@ def test_the_runner_with_loop_graphs_logs_what_the_eager_runner_logs(tmp_path):
         summary = runner.run()
         if graphed:  # iterations 0 and 4 eager, 1 captured: 2, 3 and 5 replayed
             assert runner.graphs.replays == 2 * 3
-        lines = (tmp_path / str(graphed) / "metrics.jsonl").read_text().splitlines()
+        lines = (runner.run_dir / "metrics.jsonl").read_text().splitlines()
         timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
         runs[graphed] = [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
         runs[graphed].append(summary["parameters_sha256"])
     assert runs[True][4]["nonfinite_resets"] > 0  # the fault's iteration did corrupt its actions
+    assert runs[True] == runs[False]
+
+
+def test_an_off_policy_learner_replayed_as_graphs_logs_what_it_logs_eagerly(tmp_path):
+    """The replay learner (`replay_learner.py`) updates after every env step: the runner
+    captures a one-step rollout segment and an update, and replays them 8 times an iteration;
+    metrics and weights equal the eager runner's, through a checkpoint of its ring."""
+    import replay_learner  # noqa: F401  (registers --algo replay-test)
+
+    runs = {}
+    for graphed in (False, True):
+        runner = build("Mjrl-Cartpole-Balance", tmp_path / str(graphed), None, graphed, algo="replay-test",
+                       max_iterations=4, save_interval=2)  # fmt: skip
+        summary = runner.run()
+        if graphed:  # iteration 0 eager, 1 captured (its first segment): 7 + 2 * 8 segment pairs replayed
+            assert runner.graphs.replays == 2 * (7 + 2 * 8)
+        lines = [json.loads(line) for line in (runner.run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert all(line["learning_s"] > 0 for line in lines)
+        timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
+        runs[graphed] = [{k: v for k, v in line.items() if k not in timings} for line in lines]
+        runs[graphed].append(summary["parameters_sha256"])
+    assert [line["gradient_steps"] for line in runs[True][:-1]] == [5, 8, 8, 8]
     assert runs[True] == runs[False]
 
 

@@ -12,6 +12,7 @@ from conftest import DEVICE
 from mjrl.distributed.context import single_process
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
+from mjrl.rl.algorithm import Transition
 from mjrl.runner.start import compile_loop
 from mjrl.tasks import load_task
 
@@ -50,8 +51,8 @@ def test_a_compiled_rollout_and_update_match_the_eager_ones_through_falls_and_re
         for group in a_obs:
             assert_close(b_obs[group], a_obs[group])
             assert_close(b_extras["final_obs"][group], a_extras["final_obs"][group])
-        eager.process_env_step(a_reward, a_term, a_trunc, a_extras)
-        compiled.process_env_step(b_reward, b_term, b_trunc, b_extras)
+        eager.process_env_step(Transition.of_step(eager_env.obs, actions, (a_obs, a_reward, a_term, a_trunc, a_extras)))
+        compiled.process_env_step(Transition.of_step(env.obs, actions, (b_obs, b_reward, b_term, b_trunc, b_extras)))
         ended += int((a_term | a_trunc).sum())
     assert ended > 0  # resets were exercised
     assert_close(env.episode_return, eager_env.episode_return)

@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import VecEnv
+from mjrl.rl.algorithm import rollout_step
 from mjrl.sim import TerrainConfig
 from mjrl.tasks import load_task
 
@@ -188,7 +189,7 @@ def reads_of_a_run(*args: str) -> collections.Counter[str]:
     return counter.reads
 
 
-@pytest.mark.parametrize("setup", ["ppo", "ppo-rollout-sync-symmetry", "distillation"])
+@pytest.mark.parametrize("setup", ["ppo", "ppo-rollout-sync-symmetry", "distillation", "replay-test"])
 def test_a_training_iteration_reads_the_device_once(setup, tmp_path, request):
     """Each iteration reads the device on the host once: its metrics' gather. Everything else
     (the KL that adapts the learning rate, a non-finite step's skip, the advantages' moments,
@@ -198,12 +199,17 @@ def test_a_training_iteration_reads_the_device_once(setup, tmp_path, request):
     task, extra = "Mjrl-Cartpole-Balance", []
     if setup == "ppo-rollout-sync-symmetry":
         extra = ["--algorithm.sync", "rollout", "--algorithm.symmetry.augment", "True"]
+    if setup == "replay-test":  # an off-policy learner updating after every env step (tests/replay_learner.py)
+        import replay_learner  # noqa: F401  (registers it)
+
+        extra = ["--algo", "replay-test", "--algorithm.batch-size", "64"]
     if setup == "distillation":
         task, extra = (
             "Mjrl-Velocity-Flat-Quadruped-Student",
             ["--distillation.teacher", request.getfixturevalue("tiny_teacher")],
         )
-    common = [task, *TINY_RUN, *extra, "--runner.eval-interval", "0", "--runner.save-interval", "1000"]
+    tiny = TINY_RUN[:-2] if setup == "replay-test" else TINY_RUN  # without PPO's minibatches
+    common = [task, *tiny, *extra, "--runner.eval-interval", "0", "--runner.save-interval", "1000"]
     runs = {n: reads_of_a_run(*common, "--runner.max-iterations", str(n), "--log-root", str(tmp_path / str(n)))
             for n in (2, 3)}  # fmt: skip
     per_iteration = {line: count for line, count in (runs[3] - runs[2]).items() if count}
@@ -228,8 +234,7 @@ def test_the_rollout_storage_keeps_its_step_on_the_device(algorithm, request):
     rows = []
     for step in range(4):
         before = carried_state(env, {"storage": learner.storage})
-        obs, rewards, terminated, truncated, extras = env.step(learner.act(obs))
-        learner.process_env_step(rewards, terminated, truncated, extras)
+        obs = rollout_step(env, learner, obs)
         assert carried_state(env, {"storage": learner.storage}) == before, step
         rows.append(obs["actor"].clone())
     stored = learner.storage.actor_obs if algorithm == "ppo" else learner.storage.student_obs

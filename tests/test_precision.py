@@ -8,6 +8,7 @@ import torch
 
 from mjrl.distributed.context import single_process
 from mjrl.rl import make_algorithm
+from mjrl.rl.algorithm import Transition
 from mjrl.rl.config import AgentConfig, PolicyConfig
 from mjrl.rl.networks import build_actor_critic, matmul_precision
 
@@ -60,9 +61,10 @@ def parameter_change_of_one_update(precision: str) -> torch.Tensor:
     data = torch.Generator().manual_seed(1)
     for _ in range(steps):
         obs = {"actor": torch.randn(64, 8, generator=data), "critic": torch.randn(64, 9, generator=data)}
-        algorithm.act(obs)
+        actions = algorithm.act(obs)
         dones = torch.rand(64, generator=data) < 0.05
-        algorithm.process_env_step(torch.randn(64, generator=data), dones, torch.zeros_like(dones), {"final_obs": obs})
+        rewards = torch.randn(64, generator=data)
+        algorithm.process_env_step(Transition(obs, actions, rewards, dones, torch.zeros_like(dones), obs, obs))
     algorithm.compute_returns(obs)
     before = torch.cat([p.detach().flatten() for p in algorithm.parameters()])
     sums = algorithm.update()

@@ -17,6 +17,7 @@ from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 from mjrl.rl import PpoConfig, SymmetryConfig, check_agent_config
+from mjrl.rl.algorithm import Transition
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO
 from mjrl.tasks import load_task
@@ -179,7 +180,8 @@ def toy_rollout(ppo: PPO, seed: int) -> None:
         actions = ppo.act({"actor": obs, "critic": obs})
         rewards = -((actions[:, 0] + obs[:, 1]) ** 2)  # steer against the lateral offset
         done = torch.zeros_like(rewards, dtype=torch.bool)
-        ppo.process_env_step(rewards, done, done, {"final_obs": {"critic": obs}})
+        groups = {"actor": obs, "critic": obs}
+        ppo.process_env_step(Transition(groups, actions, rewards, done, done, groups, groups))
     ppo.compute_returns({"critic": obs})
 
 

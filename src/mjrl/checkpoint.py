@@ -9,6 +9,10 @@ The format (`FORMAT`): a dict of plain values and tensors with the keys
 - config (the run's config, as `mjrl.config.to_dict` makes it); obs_dims, num_actions;
 - env_ranks: every rank's `VecEnv.resume_state()`, by rank.
 `runner/state.py` writes them; older formats are read through `mjrl.compat.upgrade_checkpoint`.
+
+Beside them, `bulk_<iteration>.pt` holds an algorithm's state too bulky for every checkpoint
+(`Algorithm.bulk_state`: a replay buffer): only the newest is kept, and a resume reads the one
+of its checkpoint when it is there.
 """
 
 from __future__ import annotations
@@ -68,12 +72,45 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 
 def remove_stale_temporaries(run_dir: Path) -> None:
-    """Delete the temporary files of saves that were killed midway (`.model_*.tmp`): only rank
-    0 of the run's one job writes there, and it calls this before its first save."""
+    """Delete the temporary files of saves that were killed midway (`.model_*.tmp`,
+    `.bulk_*.tmp`): only rank 0 of the run's one job writes there, and it calls this before its
+    first save."""
     folder = run_dir / "checkpoints"
     if folder.is_dir():
-        for tmp in folder.glob(".model_*.tmp"):
-            tmp.unlink(missing_ok=True)
+        for pattern in (".model_*.tmp", ".bulk_*.tmp"):
+            for tmp in folder.glob(pattern):
+                tmp.unlink(missing_ok=True)
+
+
+def bulk_path(checkpoint: Path) -> Path:
+    """The bulky-state file that goes with `checkpoint` (`model_000050.pt` -> `bulk_000050.pt`)."""
+    return checkpoint.with_name("bulk_" + checkpoint.name.removeprefix("model_"))
+
+
+def save_bulk_state(checkpoint: Path, state: dict[str, Any]) -> Path:
+    """Write `state` beside `checkpoint` (atomically, as a checkpoint), then delete the bulky
+    state of older checkpoints: it is large, and only the newest is resumed from."""
+    path = bulk_path(checkpoint)
+    save_checkpoint(path, state)
+    for old in path.parent.glob("bulk_*.pt"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def load_bulk_state(checkpoint: Path, map_location: str | torch.device = "cpu") -> dict[str, Any] | None:
+    """The bulky state saved with `checkpoint`, or None when there is none (not saved, or
+    saved with a newer checkpoint only). A damaged file is a usage error naming it."""
+    path = bulk_path(checkpoint)
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises many types for a damaged file
+        raise UsageError(f"{path} is unreadable ({type(exc).__name__}); delete it to resume without it") from exc
+    if not isinstance(state, dict):
+        raise UsageError(f"{path} is not an algorithm's bulky state; delete it to resume without it")
+    return state
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -85,10 +85,20 @@ def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistCo
     generator."""
     import torch
 
+    from mjrl.errors import UsageError
+    from mjrl.rl.algorithm import update_every
+
     with torch.random.fork_rng(devices=[]):  # torch's layers initialise from the global generator
         torch.manual_seed(seed)
         policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
-    algorithm = chosen_spec(cfg).build(cfg, policy, env, num_steps, ctx)
+    spec = chosen_spec(cfg)
+    algorithm = spec.build(cfg, policy, env, num_steps, ctx)
+    every = update_every(algorithm)
+    if every and num_steps % every:
+        raise UsageError(
+            f"--algo {spec.name} learns every {every} env steps, which does not divide --runner.num-steps-per-env "
+            f"{num_steps}: give a multiple of {every}"
+        )
     algorithm.generator.manual_seed(seed)
     return algorithm
 

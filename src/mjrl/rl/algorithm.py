@@ -1,24 +1,31 @@
 """The contract between the training loop and a learning algorithm.
 
-The runner drives any algorithm through `Algorithm` alone. One iteration is:
+The runner drives any algorithm through `Algorithm` alone. One iteration is a rollout of
+`num_steps` env steps, cut into segments after which the algorithm learns:
 
-    for each of the rollout's steps:
-        actions = algorithm.act(obs)
-        obs, rewards, terminated, truncated, extras = env.step(actions)
-        algorithm.process_env_step(rewards, terminated, truncated, extras)
-    algorithm.compute_returns(obs)
-    sums = algorithm.update()
+    every = algorithm.update_every or num_steps       # 0: once per rollout (PPO, distillation)
+    for each of the rollout's num_steps / every segments:
+        for each of the segment's `every` steps:
+            actions = algorithm.act(obs)
+            next_obs, rewards, terminated, truncated, extras = env.step(actions)
+            algorithm.process_env_step(Transition(obs, actions, rewards, ..., next_obs, final_obs))
+            obs = next_obs
+        if algorithm.update_every == 0:
+            algorithm.compute_returns(obs)             # the rollout is complete: bootstrap
+        sums += algorithm.update()                     # timed as learning
 
-An algorithm owns everything it learns with: its networks, optimizer and rollout storage, how it
+An algorithm owns everything it learns with: its networks, optimizer and storage, how it
 bootstraps time-outs, and its random generator (action noise, minibatch order), which the
 runner seeds per rank and checkpoints. It owns the collectives of its update too (it is given
-the `DistContext`); the runner pools only the sums `update` returns, with its other metrics, in
-the iteration's one gather. PPO (`mjrl.rl.ppo`) is the first implementation; algorithms are
-chosen by name from a registry (`mjrl.rl.registry`).
+the `DistContext`); the runner pools only the sums its updates return, with its other
+metrics, in the iteration's one gather. State too bulky for every checkpoint (a replay buffer)
+goes through `bulk_state`, into a file of its own beside the checkpoint. PPO (`mjrl.rl.ppo`)
+is the first implementation; algorithms are chosen by name from a registry (`mjrl.rl.registry`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -46,10 +53,45 @@ class EnvInfo(Protocol):
     """Why `mirrors` is None although every term declares a mirror (one that does not hold)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Transition:
+    """One env step as an algorithm sees it: what it acted on, what it did, what came of it.
+    Tensors are (num_envs, ...); `terminated` and `truncated` are kept apart, so that a time-out
+    can be bootstrapped from `final_obs` and a termination not."""
+
+    obs: Observations
+    """The observations the actions were chosen for (raw, as the env returned them)."""
+    actions: torch.Tensor
+    """The policy's actions (what a hook may have changed on their way to the env is not here)."""
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    """The episode ended in a terminal state (a fall): nothing follows it."""
+    truncated: torch.Tensor
+    """The episode was cut by its time limit: it would have gone on."""
+    next_obs: Observations
+    """The observations after the step; for an env whose episode ended, the first of its next."""
+    final_obs: Observations
+    """The observations after the step before any reset: an ended episode's last (its
+    bootstrap), equal to `next_obs` elsewhere."""
+    extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The env's extras, as `VecEnv.step` returned them."""
+
+    @classmethod
+    def of_step(cls, obs: Observations, actions: torch.Tensor, outcome: tuple) -> Transition:
+        """The transition of `outcome = env.step(actions)` taken from `obs`."""
+        next_obs, rewards, terminated, truncated, extras = outcome
+        return cls(obs, actions, rewards, terminated, truncated, next_obs, extras["final_obs"], extras)
+
+
 class Algorithm(Protocol):
     generator: torch.Generator
     """The algorithm's own random stream. The runner seeds it per rank and checkpoints it (under
     `rng.algorithm`)."""
+
+    update_every: int
+    """When the loop calls `update`: 0, once per rollout after `compute_returns` (on-policy
+    learners); N > 0, after every N env steps (off-policy learners; N divides the rollout
+    length, `--runner.num-steps-per-env`). An algorithm without it learns once per rollout."""
 
     def compile(self, rollout: bool, update: bool) -> None:
         """Fuse its pure tensor work with `torch.compile` (`--runner.compile`): with `rollout`,
@@ -62,20 +104,20 @@ class Algorithm(Protocol):
         algorithm keeps what it needs of this step until `process_env_step`."""
         ...
 
-    def process_env_step(
-        self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, extras: dict[str, Any]
-    ) -> None:
-        """The outcome of the last `act`: (num_envs,) rewards and done flags, and the env's
-        extras (`final_obs`: the observations an episode ended with, before its reset)."""
+    def process_env_step(self, transition: Transition) -> None:
+        """The outcome of the last `act`, with its next observations."""
         ...
 
     def compute_returns(self, obs: Observations) -> None:
-        """The rollout is complete; `obs` are the observations after its last step."""
+        """The rollout is complete; `obs` are the observations after its last step. Called only
+        for an algorithm that learns once per rollout (`update_every` 0)."""
         ...
 
     def update(self) -> dict[str, torch.Tensor]:
-        """Learn from the rollout. Returns this rank's statistics as sums by name, for the runner
-        to pool over ranks; `update_metrics` turns the pooled sums into logged figures."""
+        """Learn from what was collected since the last update. Returns this rank's statistics
+        as sums by name; the runner adds those of an iteration's updates and pools them over
+        ranks, and `update_metrics` turns the pooled sums into logged figures. No host read:
+        the loop may capture it in a CUDA graph."""
         ...
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
@@ -109,6 +151,13 @@ class Algorithm(Protocol):
         Raises RuntimeError when the weights do not fit the configured networks."""
         ...
 
+    # Optional: state too bulky for every checkpoint (a replay buffer). The runner writes it
+    # beside a checkpoint (`bulk_<iteration>.pt`, rank 0's, only the newest kept, unless
+    # `--runner.save-bulk-state False`) and hands it back on a resume when the file is there.
+    #
+    # def bulk_state(self) -> dict[str, torch.Tensor]: ...
+    # def load_bulk_state(self, state: Mapping[str, torch.Tensor]) -> None: ...
+
     def broadcast_from_main(self) -> None:
         """Make every rank's learning state (weights, normalisers, optimizer) rank 0's."""
         ...
@@ -120,6 +169,20 @@ class Algorithm(Protocol):
     def parameters(self) -> list[torch.Tensor]:
         """The trained parameters (for fault injection in tests)."""
         ...
+
+
+def rollout_step(env: Any, algorithm: Algorithm, obs: Observations) -> Observations:
+    """One env step as the loop takes it (without its hooks and clips): `algorithm` acts on
+    `obs`, `env` steps, the algorithm gets the transition. Returns the next observations."""
+    actions = algorithm.act(obs)
+    transition = Transition.of_step(obs, actions, env.step(actions))
+    algorithm.process_env_step(transition)
+    return transition.next_obs
+
+
+def update_every(algorithm: Algorithm) -> int:
+    """`algorithm.update_every`; 0 (once per rollout) for an algorithm written before it."""
+    return getattr(algorithm, "update_every", 0)
 
 
 def parameter_checksum(params: list[torch.Tensor]) -> torch.Tensor:

@@ -17,6 +17,10 @@ class RunnerConfig:
     """Env steps collected per env and iteration (the rollout length)."""
     save_interval: int = 50
     """Write a checkpoint every this many iterations (and always at the end)."""
+    save_bulk_state: bool = True
+    """With each checkpoint, also write the algorithm's bulky state (an off-policy learner's
+    replay buffer) into `checkpoints/bulk_<iteration>.pt`, keeping only the newest; a resume
+    reads it when it is there. False: a resume starts that state empty. PPO has none."""
     eval_interval: int = 0
     """Every this many iterations (and at the end), rank 0 runs the deterministic policy (the
     Gaussian's mean) for one whole episode on each of `eval_envs` separate envs with clean

@@ -25,7 +25,7 @@ import torch
 from mjrl.checkpoint import load_checkpoint, load_newest_checkpoint
 from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
-from mjrl.rl.algorithm import EnvInfo, Observations, parameter_checksum, write_at_step
+from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum, write_at_step
 from mjrl.rl.config import DistillationConfig, PolicyConfig, saved_policy_config
 from mjrl.rl.gradients import FlatGradients, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic, build_actor_critic
@@ -69,6 +69,8 @@ class Distillation:
     """DAgger as an `Algorithm`: the runner calls `act` and `process_env_step` at every env
     step, then `compute_returns` and `update`."""
 
+    update_every = 0  # once per rollout
+
     def __init__(
         self,
         student: ActorCritic,
@@ -110,9 +112,7 @@ class Distillation:
         dist = self.policy.distribution(self.policy.normalize_actor(obs["actor"]))
         return dist.sample(self.generator)
 
-    def process_env_step(
-        self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, extras: dict[str, Any]
-    ) -> None:
+    def process_env_step(self, transition: Transition) -> None:
         self.storage.step += 1
 
     def compute_returns(self, obs: Observations) -> None:

@@ -18,7 +18,7 @@ import torch
 from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
-from mjrl.rl.algorithm import Observations, parameter_checksum
+from mjrl.rl.algorithm import Observations, Transition, parameter_checksum
 from mjrl.rl.config import PpoConfig
 from mjrl.rl.gradients import FlatGradients, average_update, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic
@@ -62,6 +62,7 @@ class PPO:
     then `compute_returns` and `update`."""
 
     MAX_CONSECUTIVE_SKIPS = 5
+    update_every = 0  # on-policy: once per rollout
 
     def __init__(
         self,
@@ -134,10 +135,9 @@ class PPO:
         return actions
 
     @torch.no_grad()
-    def process_env_step(
-        self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, extras: dict[str, Any]
-    ) -> None:
-        self._store_step(rewards, terminated, truncated, extras["final_obs"]["critic"])
+    def process_env_step(self, transition: Transition) -> None:
+        t = transition
+        self._store_step(t.rewards, t.terminated, t.truncated, t.final_obs["critic"])
 
     def _store_step(
         self, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, final_critic_obs: torch.Tensor

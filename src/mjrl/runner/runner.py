@@ -8,7 +8,9 @@ anything to disk.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -17,12 +19,13 @@ from typing import Any
 
 import torch
 
-from mjrl.checkpoint import checkpoint_path, save_checkpoint
+from mjrl.checkpoint import checkpoint_path, save_bulk_state, save_checkpoint
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext, usable_cores
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.envs import Task, VecEnv
 from mjrl.rl import AgentConfig, Algorithm
+from mjrl.rl.algorithm import Transition, update_every
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.graphs import LoopGraphs
 from mjrl.runner.hooks import LoopHook
@@ -37,40 +40,51 @@ from mjrl.tools.evaluate import run_episodes
 from mjrl.tools.export import default_output, export_policy
 
 
+@dataclasses.dataclass
+class RunParts:
+    """What `mjrl.runner.start.build_run` builds a run of, for the `Runner` to drive."""
+
+    task: Task[AgentConfig]
+    env: VecEnv
+    algorithm: Algorithm
+    run_dir: Path
+    """Where rank 0 writes the run (config, metrics, checkpoints)."""
+    state: TrainingState
+    """The run's counters: fresh, or those of the checkpoint it resumed from."""
+    resumed: bool
+    """Whether the run continues from a checkpoint."""
+
+
 class Runner:
     def __init__(
         self,
-        task: Task[AgentConfig],
+        parts: RunParts,
         cfg: TrainConfig,
         ctx: DistContext,
-        env: VecEnv,
-        algorithm: Algorithm,
-        run_dir: Path,
-        state: TrainingState,
-        resumed: bool,
-        stop: StopFlag,
+        *,
+        stop: StopFlag | None = None,
         given: TrainConfig | None = None,
         graphs: LoopGraphs | None = None,
         hooks: Sequence[LoopHook] = (),
     ):
-        self.task = task
-        self.task_name = task.name
+        self.task = parts.task
+        self.task_name = parts.task.name
         self.cfg = cfg
         self.given = given or cfg  # the config as the user gave it (before the launcher's changes)
-        self.resumed_at = state.iteration if resumed else None
+        self.resumed_at = parts.state.iteration if parts.resumed else None
         self.ctx = ctx
-        self.env = env
-        self.algorithm = algorithm
-        self.run_dir = run_dir
-        self.state = state
-        self.outputs = RunOutputs(ctx, run_dir)
+        self.env = parts.env
+        self.algorithm = parts.algorithm
+        self.run_dir = parts.run_dir
+        self.state = parts.state
+        self.outputs = RunOutputs(ctx, parts.run_dir)
         self.hooks = list(hooks)
         """Code added at the loop's fixed points (`runner/hooks.py`: `--fault`'s injections)."""
         self.hooked_iteration = False  # a hook acts inside this iteration's rollout
         self.update_threads = max(1, usable_cores() // ctx.local_world_size)
         """CPU threads for the update with automatic threads: this rank's share of the cores
         this process may use (looked up once, not at every iteration)."""
-        self.stop = stop
+        self.stop = stop or StopFlag()
         self.saved_on_stop = False
         self.stop_checkpoint: Path | None = None
         """On rank 0, a checkpoint `_save_on_stop` created, deleted once the stop's own is written."""
@@ -137,22 +151,30 @@ class Runner:
         }
 
     def _iterate(self, session_iterations: int) -> tuple[dict[str, Any], int]:
-        """One iteration: the hooks, a clip started if due, the rollout and the update (eager,
-        or their graphs), then its metrics over every rank and the stop decision."""
+        """One iteration: the hooks, a clip started if due, the rollout in segments each
+        followed by an update (eager, or their graphs), then its metrics over every rank and
+        the stop decision."""
         self._hooks_at_iteration_start()
         clips = self.outputs.clips
         if clips is not None and self.state.iteration % self.cfg.video_interval == 0:
             clips.start(self.state.iteration)
         eager = self._eager_iteration(session_iterations)
-        t0 = self._clock()
+        steps = self.cfg.runner.num_steps_per_env
+        every = update_every(self.algorithm) or steps
+        clock = SegmentClock(self.ctx.device)
         comm_before = self.ctx.comm.seconds
-        self._segment("rollout", self.collect, eager)
-        t1 = self._clock()
-        with self._update_threads():
-            update_sums = self._segment("update", self.algorithm.update, eager)
-        t2 = self._clock()
+        update_sums: dict[str, torch.Tensor] = {}
+        for _ in range(steps // every):
+            clock.mark("collection_s")
+            self._segment("rollout", lambda: self.collect(every), eager)
+            clock.mark("learning_s")
+            with self._update_threads():
+                sums = self._segment("update", self.algorithm.update, eager)
+            # A replayed graph rewrites its result: an iteration of several updates adds copies.
+            update_sums = sums if steps == every else add_sums(update_sums, sums)
+        times = clock.read()
         collective_s = self.ctx.comm.seconds - comm_before
-        return self._iteration_metrics(t1 - t0, t2 - t1, collective_s, update_sums)
+        return self._iteration_metrics(times["collection_s"], times["learning_s"], collective_s, update_sums)
 
     def _segment(self, name: str, fn: Callable[[], Any], eager: bool) -> Any:
         """`fn()`, or its graph's capture or replay (`--runner.cuda-graphs`)."""
@@ -166,13 +188,6 @@ class Runner:
         clips = self.outputs.clips
         recording = clips is not None and clips.recording
         return session_iterations == 0 or recording or self.hooked_iteration or self.stop.requested
-
-    def _clock(self) -> float:
-        """The time once the device has run what was queued: on a GPU the host runs ahead,
-        and without the sync its backlog from collecting would count as learning time."""
-        if self.ctx.device.type == "cuda":
-            torch.cuda.synchronize(self.ctx.device)
-        return time.perf_counter()
 
     @contextlib.contextmanager
     def _update_threads(self) -> Iterator[None]:
@@ -189,22 +204,26 @@ class Runner:
             torch.set_num_threads(before)
 
     @torch.no_grad()
-    def collect(self) -> None:
-        """One rollout: the algorithm acts and sees each step's outcome, then its returns."""
+    def collect(self, steps: int | None = None) -> None:
+        """`steps` env steps (default: the whole rollout): the algorithm acts and sees each
+        transition; one that learns once per rollout then computes its returns."""
         env, algorithm, clips = self.env, self.algorithm, self.outputs.clips
         obs = env.obs
-        for _ in range(self.cfg.runner.num_steps_per_env):
+        for _ in range(steps or self.cfg.runner.num_steps_per_env):
             self.ctx.progress()
             if self.stop.requested and not self.saved_on_stop:
                 self._save_on_stop()
             actions = algorithm.act(obs)
+            sent = actions
             for hook in self.hooks:
-                actions = hook.actions(actions)
-            obs, rewards, terminated, truncated, extras = env.step(actions)
+                sent = hook.actions(sent)
+            transition = Transition.of_step(obs, actions, env.step(sent))
             if clips is not None and clips.recording:
                 clips.record(env)
-            algorithm.process_env_step(rewards, terminated, truncated, extras)
-        algorithm.compute_returns(obs)
+            algorithm.process_env_step(transition)
+            obs = transition.next_obs
+        if not update_every(algorithm):
+            algorithm.compute_returns(obs)
 
     # -------------------------------------------------------------------------- metrics
 
@@ -324,8 +343,46 @@ class Runner:
             self.task_name, to_dict(self.cfg), self.state, self.env, self.algorithm, env_states
         )
         save_checkpoint(path, contents)
+        if self.cfg.runner.save_bulk_state and hasattr(self.algorithm, "bulk_state"):
+            save_bulk_state(path, self.algorithm.bulk_state())
         self.last_checkpoint = path
         return path
+
+
+class SegmentClock:
+    """Where an iteration's time goes, by the label of the segment it was spent in. On a GPU the
+    host runs ahead of the device, so the segments are timed by CUDA events recorded between
+    them and read once, at the end of the iteration; on the CPU work runs as it is queued, and
+    the host's clock is read."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.marks: list[tuple[str, Any]] = []
+
+    def mark(self, label: str) -> None:
+        """From now on, time counts as `label` (until the next mark)."""
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append((label, event))
+        else:
+            self.marks.append((label, time.perf_counter()))
+
+    def read(self) -> dict[str, float]:
+        """Seconds by label, up to now (waits for the device to get there)."""
+        self.mark("")
+        if self.cuda:
+            self.marks[-1][1].synchronize()
+        seconds: dict[str, float] = collections.defaultdict(float)
+        for (label, start), (_, end) in zip(self.marks, self.marks[1:], strict=False):
+            seconds[label] += start.elapsed_time(end) / 1000.0 if self.cuda else end - start
+        return seconds
+
+
+def add_sums(total: dict[str, torch.Tensor], sums: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`total + sums` by name, in new tensors (the first `sums` copied): an update's sums may be
+    a graph's outputs, which its next replay overwrites."""
+    return {name: total[name] + value if name in total else value.clone() for name, value in sums.items()}
 
 
 def parameters_sha256(policy: torch.nn.Module) -> str:

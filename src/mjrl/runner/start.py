@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mjrl.checkpoint import check_task, load_newest_checkpoint, load_weights
+from mjrl.checkpoint import bulk_path, check_task, load_bulk_state, load_newest_checkpoint, load_weights
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.distributed.context import TORCHRUN_DEFAULT_JOB_ID
@@ -31,7 +31,7 @@ from mjrl.runner.faults import fault_hooks
 from mjrl.runner.graphs import loop_graphs
 from mjrl.runner.hooks import LoopHook
 from mjrl.runner.run_dir import claim_run_dir, newest_config, newest_run_dir
-from mjrl.runner.runner import Runner
+from mjrl.runner.runner import Runner, RunParts
 from mjrl.runner.state import TrainingState, restore_env_state, restore_streams_and_counters, sync_from_main
 
 
@@ -145,9 +145,24 @@ def train(
     given: TrainConfig | None = None,
     hooks: Sequence[LoopHook] = (),
 ) -> dict[str, Any]:
-    """Run (or resume) one training job on this rank; returns its summary. `given` is the config
-    as the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands
-    its workers a changed one); `hooks` run at the loop's fixed points, after `--fault`'s."""
+    """Run (or resume) one training job on this rank; returns its summary (see `build_run`)."""
+    return build_run(task, cfg, ctx, stop, given, hooks).run()
+
+
+def build_run(
+    task: Task[AgentConfig],
+    cfg: TrainConfig,
+    ctx: DistContext,
+    stop: StopFlag | None = None,
+    given: TrainConfig | None = None,
+    hooks: Sequence[LoopHook] = (),
+) -> Runner:
+    """The one way a run is built, for `train`, the benchmarks and the tests: the config
+    checked, the run directory and the checkpoint agreed on (a resume resolved here, once), the
+    env and the algorithm built, then either a fresh start (lockstep with rank 0, the warm-up)
+    or the whole state restored (`resume`), and the runner over them. `given` is the config as
+    the user gave it, recorded in config.yaml (default: `cfg`; the built-in launcher hands its
+    workers a changed one); `hooks` run at the loop's fixed points, after `--fault`'s."""
     validate(cfg)
     hooks = [*fault_hooks(cfg.fault, ctx.rank, ctx.restart_count), *hooks]
     spec = task.build(cfg.env)
@@ -179,8 +194,8 @@ def train(
     else:
         state = sync_from_main(ctx, algorithm, TrainingState())  # rank 0's initial weights
         state.env_steps = warm_up(env, algorithm, ctx, cfg)
-    runner = Runner(task, cfg, ctx, env, algorithm, run_dir, state, resumed, stop or StopFlag(), given, graphs, hooks)
-    return runner.run()
+    parts = RunParts(task, env, algorithm, run_dir, state, resumed)
+    return Runner(parts, cfg, ctx, stop=stop or StopFlag(), given=given, graphs=graphs, hooks=hooks)
 
 
 def compile_loop(setting: str, env: VecEnv, algorithm: Algorithm) -> None:
@@ -208,6 +223,7 @@ def resume(
     if checkpoint is not None:
         try:
             load_weights(lambda: algorithm.load_state_dict(checkpoint), source)
+            restore_bulk_state(algorithm, source)
         except UsageError as exc:
             error = str(exc)
     error = ctx.broadcast_text(error)
@@ -219,6 +235,19 @@ def resume(
     if checkpoint is None:
         reseed_after_resume(cfg.seed + ctx.rank, state.iteration, env.generator, algorithm.generator)
     return state
+
+
+def restore_bulk_state(algorithm: Algorithm, source: Path) -> None:
+    """Rank 0's algorithm takes back the bulky state saved beside its checkpoint (a replay
+    buffer); without that file (not saved, or an older checkpoint) it starts that state empty,
+    and says so."""
+    if not hasattr(algorithm, "load_bulk_state"):
+        return
+    bulk = load_bulk_state(source)
+    if bulk is None:
+        print(f"note: no {bulk_path(source).name} beside {source.name}: the algorithm's bulky state starts empty")
+        return
+    algorithm.load_bulk_state(bulk)
 
 
 def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:
