@@ -42,6 +42,9 @@ class ReferenceReplay:
         joints = self.offset.shape[0]
         return (actor_obs[:, :joints] - self.offset) / self.scale
 
+    def reset(self, dones: torch.Tensor) -> None:
+        """The reference frame comes with the observations: nothing carried."""
+
 
 def evaluate(task, state, path, env_cfg, episodes: int) -> dict[str, dict]:
     """The policy's and the baselines' figures on one env config."""

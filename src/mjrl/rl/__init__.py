@@ -17,6 +17,15 @@ from mjrl.rl.config import (
     SymmetryConfig,
 )
 from mjrl.rl.networks import ActorCritic, build_actor_critic
+from mjrl.rl.policies import (
+    PolicyKind,
+    TrainedPolicy,
+    build_policy,
+    check_policy_kind,
+    load_policy,
+    policy_kind_names,
+    register_policy_kind,
+)
 from mjrl.rl.registry import (
     AlgorithmSpec,
     TaskFacts,
@@ -39,17 +48,24 @@ __all__ = [
     "EnvInfo",
     "Observations",
     "PolicyConfig",
+    "PolicyKind",
     "PpoConfig",
     "RunnerConfig",
     "SymmetryConfig",
     "TaskFacts",
+    "TrainedPolicy",
     "algorithm_names",
     "algorithm_spec",
     "build_actor_critic",
+    "build_policy",
     "check_agent_config",
+    "check_policy_kind",
     "chosen_spec",
+    "load_policy",
     "make_algorithm",
+    "policy_kind_names",
     "register_algorithm",
+    "register_policy_kind",
 ]
 
 
@@ -72,6 +88,7 @@ def check_agent_config(
     from mjrl.errors import UsageError
 
     spec = chosen_spec(cfg)
+    check_policy_kind(cfg.policy.kind)
     if cfg.distillation.teacher and spec.name != "distillation":
         raise UsageError(f"--distillation.teacher names a teacher, but --algo {spec.name} does not distil: drop one")
     if spec.check is not None:
@@ -90,7 +107,7 @@ def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistCo
 
     with torch.random.fork_rng(devices=[]):  # torch's layers initialise from the global generator
         torch.manual_seed(seed)
-        policy = build_actor_critic(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
+        policy = build_policy(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
     spec = chosen_spec(cfg)
     algorithm = spec.build(cfg, policy, env, num_steps, ctx)
     every = update_every(algorithm)

@@ -58,8 +58,11 @@ class RunnerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PolicyConfig:
-    """The actor-critic: its networks, action noise and observation normalisation."""
+    """The policy: its kind, networks, action noise and observation normalisation."""
 
+    kind: str = "mlp"
+    """The policy kind (`mjrl.rl.policies`): mlp, a Gaussian MLP actor with an MLP value critic;
+    a plugin registers more (`--plugins MODULE`). The settings below are the mlp's."""
     actor_hidden_dims: tuple[int, ...] = (256, 128, 64)
     """Hidden layer sizes of the actor MLP."""
     critic_hidden_dims: tuple[int, ...] = (256, 128, 64)

@@ -26,11 +26,12 @@ from mjrl.checkpoint import load_checkpoint, load_newest_checkpoint
 from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
 from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum, write_at_step
-from mjrl.rl.config import DistillationConfig, PolicyConfig, saved_policy_config
+from mjrl.rl.config import DistillationConfig, PolicyConfig
 from mjrl.rl.gradients import FlatGradients, broadcast_learner_state
-from mjrl.rl.networks import ActorCritic, build_actor_critic
+from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import merge_into, warm_up_normalizers
 from mjrl.rl.optim import Adam
+from mjrl.rl.policies import load_policy
 
 TEACHER_GROUP = "teacher"
 """The observation group the teacher reads: the actor observations of the task it was trained on."""
@@ -40,8 +41,7 @@ def load_teacher(cfg: DistillationConfig, env: EnvInfo, device: torch.device) ->
     """The teacher's policy, from the newest checkpoint of a run directory or from a file,
     checked against the env: its actor must read the "teacher" group and output the env's actions."""
     source = Path(cfg.teacher)
-    _, state = load_newest_checkpoint(source) if source.is_dir() else (source, load_checkpoint(source))
-    policy_cfg = saved_policy_config(state["config"], PolicyConfig())
+    path, state = load_newest_checkpoint(source) if source.is_dir() else (source, load_checkpoint(source))
     dims = {"actor": state["obs_dims"]["actor"], "critic": state["obs_dims"]["critic"]}
     if TEACHER_GROUP not in env.obs_dims:
         raise UsageError(f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group")
@@ -50,9 +50,7 @@ def load_teacher(cfg: DistillationConfig, env: EnvInfo, device: torch.device) ->
             f"teacher {cfg.teacher} reads {dims['actor']} observations and acts on {state['num_actions']} joints; "
             f"this task's teacher group has {env.obs_dims[TEACHER_GROUP]} and it has {env.num_actions} actions"
         )
-    teacher = build_actor_critic(dims, state["num_actions"], policy_cfg, device)
-    teacher.load_state_dict(state["policy"])
-    return teacher.eval().requires_grad_(False)
+    return load_policy(state, path, PolicyConfig(), dims, state["num_actions"], device)
 
 
 @dataclasses.dataclass
@@ -84,7 +82,7 @@ class Distillation:
         self.teacher = teacher
         self.cfg = cfg
         self.ctx = ctx
-        dim, actions = student.actor[0].in_features, student.num_actions
+        dim, actions = student.obs_dims["actor"], student.num_actions
         self.storage = DistillationStorage(
             torch.zeros(num_steps, num_envs, dim, device=ctx.device),
             torch.zeros(num_steps, num_envs, actions, device=ctx.device),

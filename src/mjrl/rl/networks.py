@@ -100,6 +100,8 @@ class ActorCritic(nn.Module):
     ):
         super().__init__()
         self.precision = precision
+        self.obs_dims = {"actor": actor_obs_dim, "critic": critic_obs_dim}
+        """The widths of the observation groups it reads."""
         self.actor = mlp(actor_obs_dim, actor_hidden, num_actions, activation)
         self.critic = mlp(critic_obs_dim, critic_hidden, 1, activation)
         self.num_actions = num_actions
@@ -152,6 +154,18 @@ class ActorCritic(nn.Module):
         """The policy mean for raw (unnormalised) observations: what `play` and deployment use."""
         return self.actor(self.normalize_actor(raw_actor_obs))
 
+    def reset(self, dones: torch.Tensor) -> None:
+        """Nothing to forget where episodes end: an MLP carries no state between steps."""
+
+    def deployable(
+        self,
+        action_offset: torch.Tensor | None = None,
+        action_scale: torch.Tensor | float = 1.0,
+        action_clip: float = math.inf,
+    ) -> DeployedActor:
+        """The deterministic actor for export (`DeployedActor`)."""
+        return DeployedActor(self, action_offset, action_scale, action_clip)
+
 
 def build_actor_critic(
     obs_dims: Mapping[str, int],
@@ -197,7 +211,7 @@ class DeployedActor(nn.Module):
         super().__init__()
         self.actor = copy.deepcopy(policy.actor).float().cpu().eval()
         norm = policy.actor_normalizer
-        dim = self.actor[0].in_features
+        dim = policy.obs_dims["actor"]
         # Cast and summed as RunningNormalizer.forward does for float32 input, so the exported
         # model and act_deterministic round the same way.
         mean = norm.mean.float().cpu() if norm is not None else torch.zeros(dim)
@@ -206,7 +220,7 @@ class DeployedActor(nn.Module):
         self.register_buffer("obs_std", std)
         self.obs_clip = norm.clip if norm is not None else math.inf
         self.scaled = action_offset is not None
-        offset = action_offset if action_offset is not None else torch.zeros(self.actor[-1].out_features)
+        offset = action_offset if action_offset is not None else torch.zeros(policy.num_actions)
         self.register_buffer("action_offset", offset.float().cpu())
         self.register_buffer("action_scale", torch.as_tensor(action_scale, dtype=torch.float32).cpu())
         self.action_clip = float(action_clip)

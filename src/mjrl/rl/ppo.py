@@ -80,7 +80,7 @@ class PPO:
             raise ValueError("symmetry is on, but the env declares no mirrors")
         self.mirrors = mirrors if cfg.symmetry.enabled else None
         """How "actor", "critic" and "actions" mirror, when symmetry is on."""
-        actor_dim, critic_dim = policy.actor[0].in_features, policy.critic[0].in_features
+        actor_dim, critic_dim = policy.obs_dims["actor"], policy.obs_dims["critic"]
         self.storage = RolloutBuffer.allocate(
             num_steps, num_envs, actor_dim, critic_dim, policy.num_actions, ctx.device
         )

@@ -15,13 +15,16 @@ from typing import Protocol
 import torch
 
 from mjrl.envs import VecEnv
-from mjrl.rl.networks import ActorCritic
 
 MetricsFn = Callable[[VecEnv], dict[str, torch.Tensor]]
 
 
 class DeterministicPolicy(Protocol):
+    """What evaluation runs: a trained policy (`mjrl.rl.TrainedPolicy`) or a baseline."""
+
     def act_deterministic(self, actor_obs: torch.Tensor) -> torch.Tensor: ...
+
+    def reset(self, dones: torch.Tensor) -> None: ...
 
 
 class ZeroActions:
@@ -33,6 +36,9 @@ class ZeroActions:
 
     def act_deterministic(self, actor_obs: torch.Tensor) -> torch.Tensor:
         return actor_obs.new_zeros(actor_obs.shape[0], self.num_actions)
+
+    def reset(self, dones: torch.Tensor) -> None:
+        """Nothing carried between steps."""
 
 
 @dataclasses.dataclass
@@ -76,7 +82,7 @@ class Episodes:
 @torch.no_grad()
 def run_episodes(
     env: VecEnv,
-    policy: DeterministicPolicy | ActorCritic,
+    policy: DeterministicPolicy,
     episodes: int,
     metrics_fn: MetricsFn | None = None,
     on_step: Callable[[], None] | None = None,
@@ -94,6 +100,7 @@ def run_episodes(
     while not record.complete():
         counting = record.finished < per_env  # envs still in an episode that counts
         obs, reward, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
+        policy.reset(terminated | truncated)
         if metrics_fn is not None:
             for name, value in metrics_fn(env).items():
                 idle = ~counting.view(-1, *([1] * (value.dim() - 1)))  # per env, whatever the value's shape

@@ -22,7 +22,7 @@ import torch
 from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
 from mjrl.files import atomic_target, make_dirs
-from mjrl.rl.networks import ActorCritic, DeployedActor
+from mjrl.rl.policies import TrainedPolicy
 
 Format = Literal["onnx", "torchscript"]
 MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
@@ -115,7 +115,7 @@ def default_output(run_dir: Path, fmt: Format) -> Path:
 
 def export_policy(
     env: VecEnv,
-    policy: ActorCritic,
+    policy: TrainedPolicy,
     fmt: Format,
     out: Path,
     source: dict[str, Any],
@@ -132,10 +132,8 @@ def export_policy(
             raise UsageError("this task adds offsets to the joint targets that it cannot describe for export")
         feedforward = env.task.action_feedforward_deployment(env)
     offset = env.action_offset.float().cpu()
-    model = DeployedActor(policy)
-    if scaled_actions:
-        model = DeployedActor(policy, offset, env.action_scale, cfg.action_clip)
-    obs_size = model.obs_mean.shape[0]
+    model = policy.deployable(offset, env.action_scale, cfg.action_clip) if scaled_actions else policy.deployable()
+    obs_size = env.obs_dims["actor"]
     make_dirs(out.parent)
     example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph
     writers = {"onnx": _write_onnx, "torchscript": _write_torchscript}
@@ -210,7 +208,7 @@ def _quiet_exporter() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _write_onnx(model: DeployedActor, example: torch.Tensor, out: Path) -> None:
+def _write_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
     # The dynamo exporter: the TorchScript-based one is deprecated in torch and due for removal.
     with _quiet_exporter(), contextlib.redirect_stdout(None):
         torch.onnx.export(
@@ -225,7 +223,7 @@ def _write_onnx(model: DeployedActor, example: torch.Tensor, out: Path) -> None:
         )
 
 
-def _write_torchscript(model: DeployedActor, example: torch.Tensor, out: Path) -> None:
+def _write_torchscript(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
     # Traced, not scripted: the forward has no data-dependent control flow, and `scaled` is a
     # constant of the export.
     with _quiet_exporter():

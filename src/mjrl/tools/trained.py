@@ -13,12 +13,13 @@ if TYPE_CHECKING:
     import torch
 
     from mjrl.envs import EnvConfig, Task, VecEnv
-    from mjrl.rl import ActorCritic, PolicyConfig
+    from mjrl.rl import PolicyConfig, TrainedPolicy
 
 
 def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) -> tuple[Path, dict]:
     """The checkpoint a tool reads: a file, or the newest readable one of a run directory."""
     from mjrl.checkpoint import check_task, load_checkpoint, load_newest_checkpoint
+    from mjrl.plugins import import_plugins
 
     if bool(checkpoint) == bool(run_dir):
         raise UsageError("give exactly one of --checkpoint PATH or --run-dir DIR")
@@ -30,6 +31,7 @@ def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) 
         path = Path(checkpoint)
         state = load_checkpoint(path)
     check_task(state, task.name, path)
+    import_plugins(state["config"].get("plugins", ()))  # what registered its policy kind
     return path, state
 
 
@@ -51,15 +53,13 @@ def trained_policy_config(task: Task, state: dict) -> PolicyConfig:
 
 def load_trained(
     task: Task, state: dict, source: Path, env_cfg: EnvConfig, device: torch.device, seed: int = 0
-) -> tuple[VecEnv, ActorCritic]:
-    """An env built from `env_cfg` and the checkpoint's policy on it, in eval mode."""
-    from mjrl.checkpoint import load_weights
+) -> tuple[VecEnv, TrainedPolicy]:
+    """An env built from `env_cfg` and the checkpoint's policy on it (`mjrl.rl.load_policy`: of
+    whatever kind it was trained as), in eval mode."""
     from mjrl.envs import VecEnv
-    from mjrl.rl import build_actor_critic
+    from mjrl.rl import load_policy
 
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
-    policy_cfg = trained_policy_config(task, state)
-    policy = build_actor_critic(env.obs_dims, env.num_actions, policy_cfg, device, env.obs_std_floors)
-    load_weights(lambda: policy.load_state_dict(state["policy"]), source)
-    policy.eval()
+    policy = load_policy(state, source, task.agent_cfg.policy, env.obs_dims, env.num_actions, device,
+                         env.obs_std_floors)  # fmt: skip
     return env, policy

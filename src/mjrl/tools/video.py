@@ -139,6 +139,7 @@ def record_states(env: Any, policy: Any, steps: int, until_episode_end: bool = F
     states[0] = first
     for k in range(1, steps):
         obs, _, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
+        policy.reset(terminated | truncated)
         if until_episode_end and bool(terminated[0] | truncated[0]):  # a host read: tools only
             return states[:k].cpu().numpy()
         states[k] = video_state(env)[0]

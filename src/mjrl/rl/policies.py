@@ -1,0 +1,125 @@
+"""Policy kinds: the networks an algorithm trains, registered by name (`--policy.kind`).
+
+A kind builds a module from the env's observation widths, its number of actions and the run's
+`PolicyConfig`. `mlp` (`ActorCritic`: a Gaussian MLP actor, an MLP value critic, observation
+normalisers) is mjrl's own; a plugin registers more (`register_policy_kind`), and a run records
+its kind in its config, so that play, export and distillation rebuild it unasked.
+
+Whatever algorithm trained it, a policy is used one way (`TrainedPolicy`): the deterministic
+action for raw actor observations, `reset(dones)` where episodes ended (a recurrent core
+forgets its state there), and `deployable()`, the module export writes. What an algorithm
+needs beyond that is its own contract: PPO, distillation and the test's replay learner train
+`ActorCritic`'s interface, so a kind for them subclasses it (`tests/policy_kind.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from mjrl.errors import UsageError
+from mjrl.rl.config import PolicyConfig, saved_policy_config
+from mjrl.rl.networks import build_actor_critic
+
+
+class TrainedPolicy(Protocol):
+    """What play, evaluation, video and export use of any trained policy (an `nn.Module`)."""
+
+    def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
+        """The policy's action for raw (unnormalised) actor observations, without exploration."""
+        ...
+
+    def reset(self, dones: torch.Tensor) -> None:
+        """Episodes ended where `dones` (num_envs,) is True: forget what was carried for them."""
+        ...
+
+    def deployable(
+        self, action_offset: torch.Tensor | None = None, action_scale: torch.Tensor | float = 1.0,
+        action_clip: float = math.inf,
+    ) -> nn.Module:  # fmt: skip
+        """A self-contained float32 CPU module for export: raw actor observations in, actions
+        out (the actuator targets `offset + scale * clip(action)` when `action_offset` is given)."""
+        ...
+
+
+PolicyBuilder = Callable[[Mapping[str, int], int, PolicyConfig, torch.device, Mapping[str, Any]], nn.Module]
+"""(observation widths by group, number of actions, settings, device, per group the smallest std
+a normaliser may divide by) -> a fresh policy on `device`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyKind:
+    name: str
+    """`--policy.kind NAME`."""
+    build: PolicyBuilder
+    summary: str
+    """One line for `mjrl list`-style listings and errors."""
+
+
+_KINDS: dict[str, PolicyKind] = {}
+
+
+def register_policy_kind(kind: PolicyKind) -> None:
+    """Make `kind` trainable as `--policy.kind kind.name` (a name is registered once)."""
+    if _KINDS.get(kind.name, kind) != kind:
+        raise ValueError(f"policy kind {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+
+
+def policy_kind_names() -> list[str]:
+    return sorted(_KINDS)
+
+
+def check_policy_kind(name: str) -> None:
+    if name not in _KINDS:
+        raise UsageError(
+            f"--policy.kind {name}: no such policy kind; registered: {', '.join(policy_kind_names())} "
+            "(a plugin's kind needs --plugins MODULE)"
+        )
+
+
+def build_policy(
+    obs_dims: Mapping[str, int],
+    num_actions: int,
+    cfg: PolicyConfig,
+    device: torch.device,
+    obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
+) -> nn.Module:
+    """A fresh policy of `cfg.kind` for an env's observation groups and actions."""
+    check_policy_kind(cfg.kind)
+    return _KINDS[cfg.kind].build(obs_dims, num_actions, cfg, device, obs_std_floors or {})
+
+
+def load_policy(
+    checkpoint: Mapping[str, Any],
+    source: Any,
+    default: PolicyConfig,
+    obs_dims: Mapping[str, int],
+    num_actions: int,
+    device: torch.device,
+    obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
+) -> nn.Module:
+    """The one way to rebuild a trained policy, whatever algorithm trained it: the kind and
+    settings it was trained with (its config in `checkpoint`, `default` filling what older runs
+    lack), its weights loaded (weights that do not fit are a usage error naming `source`), in
+    eval mode and without gradients."""
+    from mjrl.checkpoint import load_weights
+
+    policy = build_policy(obs_dims, num_actions, saved_policy_config(checkpoint["config"], default), device,
+                          obs_std_floors)  # fmt: skip
+    load_weights(lambda: policy.load_state_dict(checkpoint["policy"]), source)
+    return policy.eval().requires_grad_(False)
+
+
+def _build_mlp(
+    obs_dims: Mapping[str, int], num_actions: int, cfg: PolicyConfig, device: torch.device, floors: Mapping[str, Any]
+) -> nn.Module:
+    return build_actor_critic(obs_dims, num_actions, cfg, device, floors)
+
+
+register_policy_kind(PolicyKind("mlp", _build_mlp, "Gaussian MLP actor and MLP value critic (ActorCritic)"))

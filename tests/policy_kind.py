@@ -1,0 +1,28 @@
+"""A policy kind written for a test and registered from it as `--policy.kind layernorm-mlp`: no
+edit under `src/`. Its actor normalises each layer's input (a LayerNorm ahead of the MLP), so
+it is not the built-in `mlp`, and it subclasses `ActorCritic`, the interface PPO trains.
+
+Imported by name (`policy_kind`, with `--plugins policy_kind`); a run records its plugins, so
+`play` and `mjrl export` import it again from the checkpoint's config, unasked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from mjrl.rl import PolicyConfig, PolicyKind, build_actor_critic, register_policy_kind
+from mjrl.rl.networks import ActorCritic
+
+
+def build(obs_dims: Mapping[str, int], num_actions: int, cfg: PolicyConfig, device: torch.device,
+          floors: Mapping[str, Any]) -> ActorCritic:  # fmt: skip
+    policy = build_actor_critic(obs_dims, num_actions, cfg, device, floors)
+    policy.actor = nn.Sequential(nn.LayerNorm(obs_dims["actor"]), *policy.actor).to(device)
+    return policy
+
+
+register_policy_kind(PolicyKind("layernorm-mlp", build, "a test's MLP actor with a LayerNorm ahead (tests/)"))
