@@ -41,7 +41,8 @@ def test_a_registered_policy_kind_trains_plays_and_exports(tmp_path):
     import policy_kind  # noqa: F401  (registers the kind in this process, as play's import did in its own)
 
     task = load_task(BALANCE)
-    sim, policy = load_trained(task, state, path, trained_env_config(task, state).for_evaluation(8), torch.device("cpu"))
+    env_cfg = trained_env_config(task, state).for_evaluation(8)
+    sim, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
     assert isinstance(policy.actor[0], torch.nn.LayerNorm)
     obs = sim.step(policy.act_deterministic(sim.obs["actor"]))[0]["actor"]
     session = onnxruntime.InferenceSession(str(out))
