@@ -44,7 +44,7 @@ from common import build_runner, train_config
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
-    from mjrl.rl.storage import RolloutBuffer
+    from mjrl.rl.storage import Rollout
     from mjrl.runner.runner import Runner
 
 Mode = Literal["inline", "inline-unrolled"]
@@ -115,7 +115,7 @@ def capture_rollout(runner: Runner, mode: Mode) -> Callable[[], None]:
     return graph.replay
 
 
-def largest_differences(a: RolloutBuffer, b: RolloutBuffer, so_far: dict[str, float]) -> dict[str, float]:
+def largest_differences(a: Rollout, b: Rollout, so_far: dict[str, float]) -> dict[str, float]:
     out = {}
     for name in FIELDS:
         difference = (getattr(a, name) - getattr(b, name)).abs().max().item()

@@ -168,11 +168,13 @@ learn() {
     tail -3 "$OUT/learn_seed$seed.log" | tee -a "$log"
     run_dir=$(ls -d /tmp/learn/$GO1/20*_seed-$seed 2>/dev/null | tail -1)
     [[ -n $run_dir ]] || continue
-    $PY -c "import sys, torch
-for path in sys.argv[1:]:
-    checkpoint = torch.load(path, weights_only=True)
+    $PY -c "import sys
+from pathlib import Path
+from mjrl.checkpoint import load_checkpoint, save_checkpoint
+for path in map(Path, sys.argv[1:]):
+    checkpoint = load_checkpoint(path)
     checkpoint.pop('optimizer')  # play reads the weights alone
-    torch.save(checkpoint, path)" "$run_dir"/checkpoints/model_*.pt
+    save_checkpoint(path, checkpoint)" "$run_dir"/checkpoints/model_*.pt
     # One file per seed, a run directory `play --run-dir` reads (tar -xf learn_seedN.tar -C RUN).
     tar -C "$run_dir" -cf "$OUT/learn_seed$seed.tar" config.yaml metrics.jsonl checkpoints
   done

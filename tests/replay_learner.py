@@ -25,6 +25,7 @@ from mjrl.rl import AlgorithmSpec, register_algorithm
 from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.optim import Adam
+from mjrl.rl.storage import Field, ReplayRing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,17 +56,10 @@ class ReplayLearner:
         self.params = [p for p in policy.parameters() if p.requires_grad]
         self.optimizer = Adam(self.params, lr=cfg.learning_rate)
         self.generator = torch.Generator(device=ctx.device)
-        n, dev = cfg.buffer_size, ctx.device
-        dims = {"obs": env.obs_dims["actor"], "critic": env.obs_dims["critic"]}
-        self.replay = {
-            "obs": torch.zeros(n, dims["obs"], device=dev),
-            "critic": torch.zeros(n, dims["critic"], device=dev),
-            "action": torch.zeros(n, env.num_actions, device=dev),
-            "reward": torch.zeros(n, device=dev),
-            "terminated": torch.zeros(n, device=dev),
-            "next_critic": torch.zeros(n, dims["critic"], device=dev),
-            "written": torch.zeros((), dtype=torch.long, device=dev),  # transitions ever stored
-        }
+        actor, critic = Field((env.obs_dims["actor"],)), Field((env.obs_dims["critic"],))
+        fields = {"obs": actor, "critic": critic, "action": Field((env.num_actions,)), "reward": Field(),
+                  "terminated": Field(), "next_critic": critic}  # fmt: skip
+        self.replay = ReplayRing(cfg.buffer_size, fields, ctx.device)
 
     # ------------------------------------------------------------------ collecting and learning
 
@@ -77,13 +71,8 @@ class ReplayLearner:
     def process_env_step(self, t: Transition) -> None:
         """Write the transitions into the ring in place. The next state of a time-out is its final
         observation (`final_obs`), so that it is bootstrapped; a termination's is masked later."""
-        row = {"obs": t.obs["actor"], "critic": t.obs["critic"], "action": t.actions, "reward": t.rewards,
-               "terminated": t.terminated, "next_critic": t.final_obs["critic"]}  # fmt: skip
-        n = t.actions.shape[0]
-        rows = (self.replay["written"] + torch.arange(n, device=self.ctx.device)) % self.cfg.buffer_size
-        for key, value in row.items():
-            self.replay[key].index_copy_(0, rows, value.float())
-        self.replay["written"] += n
+        self.replay.add(obs=t.obs["actor"], critic=t.obs["critic"], action=t.actions, reward=t.rewards,
+                        terminated=t.terminated, next_critic=t.final_obs["critic"])  # fmt: skip
 
     def compute_returns(self, obs: Observations) -> None:
         """Never called: this learner updates every `update_every` steps, not once per rollout."""
@@ -98,9 +87,7 @@ class ReplayLearner:
 
     def _gradient_step(self) -> torch.Tensor:
         cfg, policy = self.cfg, self.policy
-        filled = torch.clamp(self.replay["written"], max=cfg.buffer_size)
-        index = (torch.rand(cfg.batch_size, generator=self.generator, device=self.ctx.device) * filled).long()
-        batch = {key: value[index] for key, value in self.replay.items() if key != "written"}
+        batch = self.replay.sample(cfg.batch_size, self.generator)
         with torch.no_grad():
             target = batch["reward"] + cfg.gamma * (1 - batch["terminated"]) * policy.value(
                 policy.normalize_critic(batch["next_critic"])
@@ -113,7 +100,7 @@ class ReplayLearner:
         flat = self.ctx.all_reduce_mean(torch.cat([g.reshape(-1) for g in grads]))  # ranks in lockstep
         for param, grad in zip(self.params, flat.split([p.numel() for p in self.params]), strict=True):
             param.grad = grad.view_as(param)
-        skip = self.replay["written"] < cfg.batch_size
+        skip = self.replay.written < cfg.batch_size
         self.optimizer.step(skip)
         taken = (~skip).double()
         return torch.stack([td.detach().pow(2).mean().double() * taken, taken])
@@ -147,11 +134,10 @@ class ReplayLearner:
 
     def bulk_state(self) -> dict[str, torch.Tensor]:
         """The ring, for `bulk_<iteration>.pt` beside the checkpoint."""
-        return {key: value.clone() for key, value in self.replay.items()}
+        return self.replay.state_dict()
 
     def load_bulk_state(self, state: Mapping[str, torch.Tensor]) -> None:
-        for key, value in state.items():
-            self.replay[key].copy_(value)
+        self.replay.load_state_dict(state)
 
     def broadcast_from_main(self) -> None:
         self.ctx.broadcast_tensors([*self.policy.state_dict().values(), *self.optimizer.tensors()])

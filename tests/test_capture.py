@@ -64,7 +64,7 @@ def build(
 def state_of(runner: Runner) -> dict[str, torch.Tensor]:
     """What an iteration leaves: the rollout, the learned weights and rate, the statistics."""
     storage = runner.algorithm.storage
-    fields = {f.name: getattr(storage, f.name) for f in dataclasses.fields(storage) if f.name != "step"}
+    fields = dict(storage.fields)
     learned = {f"parameter {k}": v for k, v in runner.algorithm.inference_policy().state_dict().items()}
     env = runner.env
     stats = {**env.pop_statistics(), "obs": env.obs["actor"]}

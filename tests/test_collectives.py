@@ -109,7 +109,6 @@ def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
     from mjrl.rl.config import PpoConfig
     from mjrl.rl.networks import ActorCritic
     from mjrl.rl.ppo import PPO
-    from mjrl.rl.storage import RolloutBuffer
 
     torch.manual_seed(0)  # identical initial weights on every rank
     policy = ActorCritic(3, 4, 2, (16,), (16,), "elu", 1.0, normalize=True)
@@ -117,7 +116,9 @@ def _update(ctx: DistContext, envs: slice, sync: str) -> dict:
     data = _rollout(envs)
     last_values = data.pop("last_values")
     ppo = PPO(policy, cfg, ctx, num_envs=last_values.numel(), num_steps=6)
-    sums = ppo.update_on(RolloutBuffer(**data, step=torch.tensor([6])), last_values)
+    for name, value in data.items():
+        ppo.storage.fields[name].copy_(value)
+    sums = ppo.update_on(ppo.storage, last_values)
     state = {k: v.clone() for k, v in policy.state_dict().items()} | {"lr": torch.tensor(ppo.learning_rate)}
     return state | {f"sums/{k}": v for k, v in sums.items()}
 

@@ -15,7 +15,6 @@ there, for its shapes).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,14 @@ import torch
 from mjrl.checkpoint import load_checkpoint, load_newest_checkpoint
 from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
-from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum, write_at_step
+from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum
 from mjrl.rl.config import DistillationConfig, PolicyConfig
 from mjrl.rl.gradients import FlatGradients, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import merge_into, warm_up_normalizers
 from mjrl.rl.optim import Adam
 from mjrl.rl.policies import load_policy
+from mjrl.rl.storage import Field, Rollout
 
 TEACHER_GROUP = "teacher"
 """The observation group the teacher reads: the actor observations of the task it was trained on."""
@@ -51,16 +51,6 @@ def load_teacher(cfg: DistillationConfig, env: EnvInfo, device: torch.device) ->
             f"this task's teacher group has {env.obs_dims[TEACHER_GROUP]} and it has {env.num_actions} actions"
         )
     return load_policy(state, path, PolicyConfig(), dims, state["num_actions"], device)
-
-
-@dataclasses.dataclass
-class DistillationStorage:
-    """One rollout: the student's raw observations and the teacher's actions, (T, N, ...)."""
-
-    student_obs: torch.Tensor
-    teacher_actions: torch.Tensor
-    step: torch.Tensor
-    """(1,) long: the step the next `act` writes, on the device (see `write_at_step`)."""
 
 
 class Distillation:
@@ -83,11 +73,9 @@ class Distillation:
         self.cfg = cfg
         self.ctx = ctx
         dim, actions = student.obs_dims["actor"], student.num_actions
-        self.storage = DistillationStorage(
-            torch.zeros(num_steps, num_envs, dim, device=ctx.device),
-            torch.zeros(num_steps, num_envs, actions, device=ctx.device),
-            torch.zeros(1, dtype=torch.long, device=ctx.device),
-        )
+        # One rollout: the student's raw observations and the teacher's actions.
+        fields = {"student_obs": Field((dim,)), "teacher_actions": Field((actions,))}
+        self.storage = Rollout(num_steps, num_envs, fields, ctx.device)
         # Only the actor's mean learns: the exploration noise stays at the policy's init_noise_std.
         self.optimizer = Adam(student.actor.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
@@ -104,14 +92,12 @@ class Distillation:
     def act(self, obs: Observations) -> torch.Tensor:
         """The student's actions, noised from this algorithm's generator; the teacher's actions
         for the same states are stored as labels."""
-        storage = self.storage
-        write_at_step(storage.student_obs, storage.step, obs["actor"])
-        write_at_step(storage.teacher_actions, storage.step, self.teacher.act_deterministic(obs[TEACHER_GROUP]))
+        self.storage.store(student_obs=obs["actor"], teacher_actions=self.teacher.act_deterministic(obs[TEACHER_GROUP]))
         dist = self.policy.distribution(self.policy.normalize_actor(obs["actor"]))
         return dist.sample(self.generator)
 
     def process_env_step(self, transition: Transition) -> None:
-        self.storage.step += 1
+        self.storage.next_step()
 
     def compute_returns(self, obs: Observations) -> None:
         """Nothing to bootstrap: the labels do not depend on what comes after."""
@@ -129,10 +115,10 @@ class Distillation:
         """Epochs x minibatches of the behaviour-cloning loss on the rollout; gradients are
         averaged over ranks at every step."""
         cfg, storage = self.cfg, self.storage
-        raw = storage.student_obs.flatten(0, 1)
+        raw = storage.flat("student_obs")
         with torch.no_grad():
             obs = self.policy.normalize_actor(raw)  # with the statistics the actions were drawn with
-        labels = storage.teacher_actions.flatten(0, 1)
+        labels = storage.flat("teacher_actions")
         if self.policy.actor_normalizer is not None:  # for the next rollout, pooled over ranks
             merge_into(self.policy.actor_normalizer, raw, self.ctx)
         size = obs.shape[0]
@@ -154,7 +140,7 @@ class Distillation:
                 self.optimizer.step(skip)  # decided on the device: the host does not wait
                 loss_sum += torch.where(skip, 0.0, loss.detach().double())
                 updates += ~skip
-        storage.step.zero_()
+        storage.restart()
         return {"behavior_loss": loss_sum, "steps": updates}
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:

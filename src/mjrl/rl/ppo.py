@@ -1,6 +1,6 @@
 """Proximal Policy Optimisation: its losses and the update, in one file.
 
-Read top to bottom, beside `storage.py` (`RolloutBuffer` holds one iteration's data,
+Read top to bottom, beside `storage.py` (a `Rollout` holds one iteration's data,
 `compute_gae` turns rewards into advantages and returns): `PPO` collects into its buffer
 through the `Algorithm` interface
 (`act`, `process_env_step`, `compute_returns`) and `PPO.update` runs epochs x minibatches of
@@ -25,7 +25,7 @@ from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import warm_up_normalizers
 from mjrl.rl.optim import Adam
 from mjrl.rl.statistics import STEP_STATISTICS, StepTotals, pool_rollout_statistics, rollout_sums, update_metrics
-from mjrl.rl.storage import RolloutBuffer, compute_gae
+from mjrl.rl.storage import Field, Rollout, compute_gae
 from mjrl.rl.symmetry import mirror_loss, mirrored_observations, with_mirror_images
 
 
@@ -81,9 +81,15 @@ class PPO:
         self.mirrors = mirrors if cfg.symmetry.enabled else None
         """How "actor", "critic" and "actions" mirror, when symmetry is on."""
         actor_dim, critic_dim = policy.obs_dims["actor"], policy.obs_dims["critic"]
-        self.storage = RolloutBuffer.allocate(
-            num_steps, num_envs, actor_dim, critic_dim, policy.num_actions, ctx.device
-        )
+        actions = Field((policy.num_actions,))
+        self.storage = Rollout(
+            num_steps,
+            num_envs,
+            {"actor_obs": Field((actor_dim,)), "critic_obs": Field((critic_dim,)), "actions": actions,
+             "log_probs": Field(), "values": Field(), "rewards": Field(), "dones": Field(),
+             "action_mean": actions, "action_std": actions},
+            ctx.device,
+        )  # fmt: skip
         self.last_values = torch.zeros(num_envs, device=ctx.device)
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
@@ -193,7 +199,7 @@ class PPO:
             metrics["symmetry_loss"] = totals["symmetry_loss"] / max(totals["steps"], 1.0)
         return {**metrics, "learning_rate": totals["learning_rate"], "action_std": totals["action_std"]}
 
-    def update_on(self, buf: RolloutBuffer, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
+    def update_on(self, buf: Rollout, last_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """One PPO update on a rollout. Returns this rank's sums by name: over its minibatch
         steps (`STEP_STATISTICS`, the learning rate, the step count) and over its rollout (for the
         explained variance), for the caller to pool over ranks with its other metrics and turn
@@ -230,7 +236,7 @@ class PPO:
         }
 
     def _rollout_batch(
-        self, buf: RolloutBuffer, last_values: torch.Tensor
+        self, buf: Rollout, last_values: torch.Tensor
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The rollout as one flat batch of samples, advantages computed (and normalised over
         every rank's rollout), and the returns."""
@@ -241,7 +247,7 @@ class PPO:
         # rollout was collected with, so the stored log-probs match. Mirror images (symmetry)
         # are mirrored raw and normalised alike.
         with torch.no_grad():
-            raw_actor_obs, raw_critic_obs = buf.actor_obs.flatten(0, 1), buf.critic_obs.flatten(0, 1)
+            raw_actor_obs, raw_critic_obs = buf.flat("actor_obs"), buf.flat("critic_obs")
             actor_obs = self.policy.normalize_actor(raw_actor_obs)
             critic_obs = self.policy.normalize_critic(raw_critic_obs)
             images = {}
@@ -257,13 +263,13 @@ class PPO:
         batch = {
             "actor_obs": actor_obs,
             "critic_obs": critic_obs,
-            "actions": buf.actions.flatten(0, 1),
-            "log_probs": buf.log_probs.flatten(),
-            "values": buf.values.flatten(),
+            "actions": buf.flat("actions"),
+            "log_probs": buf.flat("log_probs"),
+            "values": buf.flat("values"),
             "advantages": advantages.flatten(),
             "returns": returns.flatten(),
-            "mu": buf.action_mean.flatten(0, 1),
-            "std": buf.action_std.flatten(0, 1),
+            "mu": buf.flat("action_mean"),
+            "std": buf.flat("action_std"),
             **images,
         }
         return batch, returns

@@ -17,7 +17,7 @@ from mjrl.distributed import DistContext
 from mjrl.distributed.packing import NamedPack
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.normalizer import moment_sums, update_from_sums
-from mjrl.rl.storage import RolloutBuffer
+from mjrl.rl.storage import Rollout
 
 STEP_STATISTICS = ("surrogate_loss", "value_loss", "entropy", "mean_kl", "clip_fraction")
 """Summed over the minibatch steps; logged as means per step. `clip_fraction`: the fraction of a
@@ -83,7 +83,7 @@ class StepTotals:
 
 
 def pool_rollout_statistics(
-    ctx: DistContext, policy: ActorCritic, advantages: torch.Tensor, buf: RolloutBuffer
+    ctx: DistContext, policy: ActorCritic, advantages: torch.Tensor, buf: Rollout
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The advantages' mean and standard deviation over every rank's rollout, in one all-reduce
     that also pools the rollout's observation moments, merged into the policy's normalisers

@@ -1,63 +1,107 @@
-"""A rollout's storage and the advantages computed from it: what an on-policy learner collects
-into during an iteration (`RolloutBuffer`) and generalised advantage estimation
-(`compute_gae`), PPO's."""
+"""What learners collect into: named per-step fields, preallocated on the device and written
+in place (so that a captured loop writes where its replay is), and generalised advantage
+estimation (`compute_gae`, PPO's).
+
+Two shapes of storage, one way of declaring them (`Field`: a per-env shape and a dtype, by name):
+- `Rollout`: one iteration's steps, (T, N, ...) per field, written at a step index kept on the
+  device. Its consumers read it as flat batches of T x N samples (`flat`: PPO, distillation);
+  sequences cut at episode ends (recurrent policies) are the next consumer to add here.
+- `ReplayRing`: the newest `capacity` transitions, (capacity, ...) per field, written at a
+  cursor kept on the device, sampled uniformly (off-policy learners: `tests/replay_learner.py`).
+  Its `state_dict` is an algorithm's bulky state (`Algorithm.bulk_state`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import torch
 
 from mjrl.rl.algorithm import write_at_step
 
 
-@dataclasses.dataclass
-class RolloutBuffer:
-    """One iteration of experience, (T, N, ...) tensors. Observations are stored raw; they are
-    normalised with the statistics that were in force while they were collected."""
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One named per-step field of a storage: its shape per env (() for a scalar) and dtype."""
 
-    actor_obs: torch.Tensor
-    critic_obs: torch.Tensor
-    actions: torch.Tensor
-    log_probs: torch.Tensor
-    values: torch.Tensor
-    rewards: torch.Tensor
-    dones: torch.Tensor
-    action_mean: torch.Tensor
-    action_std: torch.Tensor
-    step: torch.Tensor
-    """(1,) long: the step the next `store` writes, on the device (see `write_at_step`)."""
+    shape: tuple[int, ...] = ()
+    dtype: torch.dtype = torch.float32
 
-    @classmethod
-    def allocate(
-        cls, steps: int, envs: int, actor_dim: int, critic_dim: int, num_actions: int, device: torch.device
-    ) -> RolloutBuffer:
-        def zeros(*shape: int) -> torch.Tensor:
-            return torch.zeros(steps, envs, *shape, device=device)
 
-        return cls(
-            zeros(actor_dim),
-            zeros(critic_dim),
-            zeros(num_actions),
-            zeros(),
-            zeros(),
-            zeros(),
-            zeros(),
-            zeros(num_actions),
-            zeros(num_actions),
-            torch.zeros(1, dtype=torch.long, device=device),
-        )
+class Rollout:
+    """One iteration of experience: named (T, N, *shape) tensors, read as attributes
+    (`rollout.rewards`). Observations are stored raw; they are normalised with the statistics
+    that were in force while they were collected."""
 
-    def store(self, **fields: torch.Tensor) -> None:
+    def __init__(self, steps: int, envs: int, fields: Mapping[str, Field], device: torch.device) -> None:
+        self.fields = {
+            name: torch.zeros(steps, envs, *f.shape, dtype=f.dtype, device=device) for name, f in fields.items()
+        }
+        self.step = torch.zeros(1, dtype=torch.long, device=device)
+        """(1,) long: the step the next `store` writes, on the device (see `write_at_step`)."""
+
+    def __getattr__(self, name: str) -> torch.Tensor:
+        fields = self.__dict__.get("fields", {})
+        if name not in fields:
+            raise AttributeError(f"this rollout stores no field {name!r}; it stores {', '.join(fields)}")
+        return fields[name]
+
+    def store(self, **values: torch.Tensor) -> None:
         """Write fields of the current step (the step advances with `next_step`)."""
-        for name, value in fields.items():
-            write_at_step(getattr(self, name), self.step, value)
+        for name, value in values.items():
+            write_at_step(self.fields[name], self.step, value)
 
     def next_step(self) -> None:
         self.step += 1
 
     def restart(self) -> None:
         self.step.zero_()
+
+    def flat(self, name: str) -> torch.Tensor:
+        """A field as T x N samples, (T * N, *shape): what a flat-batch learner shuffles."""
+        return self.fields[name].flatten(0, 1)
+
+
+class ReplayRing:
+    """The newest `capacity` transitions: named (capacity, *shape) tensors, written in place
+    at a cursor on the device (`written`, every row ever added), so that adding and sampling
+    never read the device on the host and may be captured."""
+
+    def __init__(self, capacity: int, fields: Mapping[str, Field], device: torch.device) -> None:
+        self.capacity = capacity
+        self.fields = {
+            name: torch.zeros(capacity, *f.shape, dtype=f.dtype, device=device) for name, f in fields.items()
+        }
+        self.written = torch.zeros((), dtype=torch.long, device=device)
+        """Rows ever added (the oldest are overwritten once it passes `capacity`)."""
+
+    def add(self, **rows: torch.Tensor) -> None:
+        """Append a batch of rows, (n, *shape) per field (every field, the same n)."""
+        n = next(iter(rows.values())).shape[0]
+        index = (self.written + torch.arange(n, device=self.written.device)) % self.capacity
+        for name, value in rows.items():
+            self.fields[name].index_copy_(0, index, value.to(self.fields[name].dtype))
+        self.written += n
+
+    def filled(self) -> torch.Tensor:
+        """Rows that hold a transition, as a 0-d tensor."""
+        return torch.clamp(self.written, max=self.capacity)
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """`batch_size` rows drawn uniformly with replacement from the filled ones (row 0's
+        zeros while the ring is empty: a learner gates its step on `written`)."""
+        draw = torch.rand(batch_size, generator=generator, device=self.written.device)
+        index = (draw * self.filled()).long()
+        return {name: value[index] for name, value in self.fields.items()}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {**{name: value.clone() for name, value in self.fields.items()}, "written": self.written.clone()}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        for name, value in self.fields.items():
+            value.copy_(state[name])
+        self.written.copy_(state["written"])
 
 
 def compute_gae(
