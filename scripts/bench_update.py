@@ -31,6 +31,7 @@ import time
 import torch
 
 from mjrl.distributed.context import single_process
+from mjrl.obs_spec import flat_spec
 from mjrl.rl import make_algorithm
 from mjrl.rl.algorithm import Transition
 from mjrl.rl.config import AgentConfig
@@ -46,6 +47,10 @@ class SyntheticEnv:
     obs_std_floors: dict[str, None] = dataclasses.field(default_factory=lambda: {"actor": None, "critic": None})
     mirrors: None = None
     mirror_problem: None = None
+
+    @property
+    def obs_spec(self) -> dict:
+        return flat_spec(self.obs_dims)
 
 
 PRECISIONS = ("fp32", "tf32", "bf16")

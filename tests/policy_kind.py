@@ -9,19 +9,21 @@ Imported by name (`policy_kind`, with `--plugins policy_kind`); a run records it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 from torch import nn
 
+from mjrl.obs_spec import ObsGroupSpec
 from mjrl.rl import PolicyConfig, PolicyKind, build_actor_critic, register_policy_kind
 from mjrl.rl.networks import ActorCritic
 
 
-def build(obs_dims: Mapping[str, int], num_actions: int, cfg: PolicyConfig, device: torch.device,
-          floors: Mapping[str, Any]) -> ActorCritic:  # fmt: skip
-    policy = build_actor_critic(obs_dims, num_actions, cfg, device, floors)
-    policy.actor = nn.Sequential(nn.LayerNorm(obs_dims["actor"]), *policy.actor).to(device)
+def build(obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig,
+          device: torch.device) -> ActorCritic:  # fmt: skip
+    widths = {group: spec.width for group, spec in obs_spec.items()}
+    floors = {group: spec.std_floor for group, spec in obs_spec.items()}
+    policy = build_actor_critic(widths, num_actions, cfg, device, floors)
+    policy.actor = nn.Sequential(nn.LayerNorm(widths["actor"]), *policy.actor).to(device)
     return policy
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import torch
 
 from mjrl.distributed.context import single_process
+from mjrl.obs_spec import flat_spec
 from mjrl.rl import make_algorithm
 from mjrl.rl.algorithm import Transition
 from mjrl.rl.config import AgentConfig, PolicyConfig
@@ -48,6 +49,7 @@ class Shapes:
 
     num_envs: int = 64
     num_actions: int = 3
+    obs_spec: dict = dataclasses.field(default_factory=lambda: flat_spec({"actor": 8, "critic": 9}))
     obs_dims: dict = dataclasses.field(default_factory=lambda: {"actor": 8, "critic": 9})
     obs_std_floors: dict = dataclasses.field(default_factory=lambda: {"actor": None, "critic": None})
     mirrors: None = None

@@ -173,6 +173,37 @@ def test_observation_noise_only_on_actor_group():
     assert not torch.equal(obs["actor"], obs["critic"])
     clean = make_env(obs_noise=False).compute_obs()
     assert torch.equal(clean["actor"], clean["critic"])
+    spec = env.obs_spec
+    assert spec["actor"].shape == (5,) and spec["actor"].dtype == torch.float32 and env.obs_dims["actor"] == 5
+    assert (spec["actor"].noise, spec["critic"].noise) == (True, False)
+    assert spec["actor"].normalize and spec["critic"].normalize
+
+
+def test_a_task_declares_noise_and_normalisation_per_observation_group():
+    """`TaskSpec.obs_groups`: a noisy critic and a clean actor; a critic no normaliser scales.
+    The env adds noise to the groups that take it (steps too), the spec says so, and the
+    policy a learner builds from the spec has no normaliser for that group."""
+    from mjrl.distributed.context import single_process
+    from mjrl.envs import ObsGroup
+    from mjrl.rl import make_algorithm
+
+    cfg = dataclasses.replace(BALANCE.env_cfg, num_envs=8, obs_noise=True)
+    groups = {"actor": ObsGroup(noise=False), "critic": ObsGroup(noise=True, normalize=False)}
+    env = VecEnv(cfg, dataclasses.replace(BALANCE.build(cfg), obs_groups=groups), torch.device(DEVICE), seed=0)
+    assert (env.obs_spec["actor"].noise, env.obs_spec["critic"].noise) == (False, True)
+    assert not env.obs_spec["critic"].normalize
+    clean = make_env(obs_noise=False)  # the same seed: the same first states
+    assert torch.equal(env.obs["actor"], clean.obs["actor"]) and not torch.equal(env.obs["critic"], clean.obs["critic"])
+    default = make_env(obs_noise=True)
+    for _ in range(2):  # at the reset, then after a step: each observation of a state draws noise afresh
+        first, again = env.compute_obs(), env.compute_obs()
+        assert torch.equal(first["actor"], again["actor"]) and not torch.equal(first["critic"], again["critic"])
+        first, again = default.compute_obs(), default.compute_obs()
+        assert not torch.equal(first["actor"], again["actor"]) and torch.equal(first["critic"], again["critic"])
+        for e in (env, default):
+            e.step(torch.zeros(8, 1, device=e.device))
+    policy = make_algorithm(BALANCE.agent_cfg, env, 8, single_process(DEVICE), seed=0).inference_policy()
+    assert policy.actor_normalizer is not None and policy.critic_normalizer is None
 
 
 class ReversedWrites(TorchDispatchMode):

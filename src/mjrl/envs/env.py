@@ -25,10 +25,11 @@ from mjrl.envs.component import EnvComponent
 from mjrl.envs.episodes import EpisodeWindow
 from mjrl.envs.intervals import IntervalTimers
 from mjrl.envs.robot import Robot
-from mjrl.envs.spec import EnvConfig, ObsTerm, TaskSpec
+from mjrl.envs.spec import EnvConfig, ObsGroup, ObsTerm, TaskSpec
 from mjrl.envs.statistics import GAUGE_PARTS, TermTotals
 from mjrl.envs.symmetry import env_mirrors
 from mjrl.envs.terrain import TerrainState
+from mjrl.obs_spec import ObsGroupSpec
 from mjrl.sim import Simulation
 
 Obs = dict[str, torch.Tensor]
@@ -93,12 +94,24 @@ class VecEnv:
         self._init_layout()
 
     def _init_layout(self) -> None:
-        """What the learner needs of the observations: their widths, std floors and mirrors.
-        Terms look names up in the model at their first call: a wrong one is a UsageError
-        here, before training starts, not at the first step."""
+        """What the learner needs of the observations: their spec (shape, dtype, normalisation
+        and its floors, noise) and mirrors. Terms look names up in the model at their first
+        call: a wrong one is a UsageError here, before training starts, not at the first step."""
         self._compute_reward()
-        self.obs_dims = {group: t.shape[1] for group, t in self.obs.items()}
-        self.obs_std_floors = {group: self._std_floors(terms) for group, terms in self.task.observations.items()}
+        self.obs_spec = {
+            group: ObsGroupSpec(
+                tuple(self.obs[group].shape[1:]),
+                self.obs[group].dtype,
+                self._group(group).normalize,
+                self._std_floors(terms),
+                self._group(group).noise,
+            )
+            for group, terms in self.task.observations.items()
+        }
+        """Per observation group, what a learner builds from (`mjrl.obs_spec`)."""
+        self.obs_dims = {group: spec.width for group, spec in self.obs_spec.items()}
+        """Per group, its width (`obs_spec`'s, for code that knows flat vectors only)."""
+        self.obs_std_floors = {group: spec.std_floor for group, spec in self.obs_spec.items()}
         """Per group, each column's `ObsTerm.std_floor` (None when no term has one)."""
         self.mirrors, self.mirror_problem = env_mirrors(self)
         """How each observation group and the actions ("actions") mirror left-right, None when
@@ -107,9 +120,9 @@ class VecEnv:
 
     def _init_term_buffers(self) -> None:
         """What evaluating the terms keeps: the per-step memo, observation histories, weights."""
-        self.obs_dims = {}
         self._memo: dict[Callable, torch.Tensor] | None = None
-        self._actor_noise_std: torch.Tensor | None = None
+        self._noise_std: dict[str, torch.Tensor] | None = None
+        """Per noisy group, each column's noise std (made at the first observation)."""
         # (num_envs, history, k) of each term with history > 1, by (group, term name).
         self._histories: dict[tuple[str, str], torch.Tensor] = {}
         self._episode_end_events = [ev for ev in self.task.events.values() if ev.mode == "episode_end"]
@@ -225,7 +238,7 @@ class VecEnv:
         if self.task.action_feedforward is not None:
             self.sim.ctrl.add_(self.task.action_feedforward(self))
 
-    def _end_step(self, noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Obs]:
+    def _end_step(self, noise: Obs | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Obs]:
         """What the new state means: terminations, the reward and the last observation (with
         `noise` drawn for it), each episode's return and, for the envs that finished, their
         record. Tensor operations only, no random draw and no host read: `compile` fuses them.
@@ -250,17 +263,21 @@ class VecEnv:
         self.episodes.record((terminated | truncated) & self.whole_episode, self.episode_return, self.episode_length)
         return terminated, truncated, reward, final_obs
 
-    def _observe(self, restarted: torch.Tensor, noise: torch.Tensor | None) -> None:
+    def _observe(self, restarted: torch.Tensor, noise: Obs | None) -> None:
         """The observations after the resets: `obs` (`_end_step`'s twin for `compile`)."""
         with self._one_state():
             self._set_obs(self.compute_obs(restarted=restarted, noise=noise))
 
-    def _obs_noise(self) -> torch.Tensor | None:
-        """One draw of standard normal noise for the actor's observation vector (None without
+    def _obs_noise(self) -> Obs | None:
+        """One draw of standard normal noise per noisy group, in the groups' order (None without
         observation noise), made outside the compiled parts: a generator splits a graph."""
         if not self.cfg.obs_noise:
             return None
-        return torch.randn((self.num_envs, self.obs_dims["actor"]), device=self.device, generator=self.generator)
+        return {
+            group: torch.randn((self.num_envs, *spec.shape), device=self.device, generator=self.generator)
+            for group, spec in self.obs_spec.items()
+            if spec.noise
+        }
 
     def compile(self) -> None:
         """Fuse the step's pure tensor work (`_apply_actions`, `after_physics`, `_end_step`,
@@ -296,25 +313,35 @@ class VecEnv:
         return torch.isfinite(torch.cat(tensors, dim=1)).all(dim=1)
 
     def compute_obs(
-        self, new_step: bool = False, restarted: torch.Tensor | None = None, noise: torch.Tensor | None = None
+        self, new_step: bool = False, restarted: torch.Tensor | None = None, noise: Obs | None = None
     ) -> Obs:
         """Every observation group of the current state. Terms with a history shift it by one
         step with `new_step` (once per env step) and start it over, every slot the current
         value, in the `restarted` envs (after a reset); otherwise it is read as it is. With
-        observation noise, `noise` (standard normal, the actor's width) is scaled per column
-        and added; drawn here when not given."""
+        observation noise, each noisy group's `noise` (standard normal, its shape) is scaled
+        per column and added; drawn here when not given."""
         obs = {
             group: torch.cat([self._term_obs(group, name, t, new_step, restarted) for name, t in terms.items()], dim=-1)
             for group, terms in self.task.observations.items()
         }
         if self.cfg.obs_noise:
-            # One draw for the whole actor vector, scaled per column by its term's noise std.
-            if self._actor_noise_std is None:  # first call, at construction (not in a step)
-                self._actor_noise_std = self._per_column(self.task.observations["actor"], lambda t: t.noise_std)
-            if noise is None:
-                noise = torch.randn(obs["actor"].shape, device=self.device, generator=self.generator)
-            obs["actor"] = obs["actor"] + self._actor_noise_std * noise
+            # One draw per noisy group's whole vector, scaled per column by its term's noise std.
+            if self._noise_std is None:  # first call, at construction (not in a step)
+                self._noise_std = {
+                    group: self._per_column(terms, lambda t: t.noise_std)
+                    for group, terms in self.task.observations.items()
+                    if self._group(group).noise
+                }
+            for group, std in self._noise_std.items():
+                draw = noise[group] if noise is not None else None
+                if draw is None:
+                    draw = torch.randn(obs[group].shape, device=self.device, generator=self.generator)
+                obs[group] = obs[group] + std * draw
         return obs
+
+    def _group(self, group: str) -> ObsGroup:
+        """The task's settings of an observation group (noise for the actor's alone by default)."""
+        return self.task.obs_groups.get(group, ObsGroup(noise=group == "actor"))
 
     def _per_column(self, terms: dict[str, ObsTerm], value: Callable[[ObsTerm], float]) -> torch.Tensor:
         """`value(term)` for every column a group's terms fill (history included)."""

@@ -41,7 +41,8 @@ class EnvConfig:
     action_clip: float = 1.0
     """Bound on the raw policy action before scaling."""
     obs_noise: bool = True
-    """Add each actor observation term's noise (critic observations are always clean)."""
+    """Add the observation terms' noise to the groups that take it (`ObsGroup.noise`: the
+    actor's, unless the task says otherwise; critic observations are clean)."""
     random_initial_episode_length: bool = True
     """Start envs at random points of their first episode so time-outs spread over iterations."""
     sim: SimConfig = SimConfig()
@@ -80,6 +81,18 @@ class ObsTerm:
     """The smallest std the policy's observation normaliser divides this term's columns by, in
     the term's units. A term whose spread can be noise alone (a height scan on flat ground)
     would otherwise be scaled up to unit variance and drown the other inputs in noise."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsGroup:
+    """A task's settings of one observation group, beyond its terms (`TaskSpec.obs_groups`)."""
+
+    noise: bool = False
+    """Add the terms' `noise_std` when `EnvConfig.obs_noise` is on. A group the task does not
+    name has it for "actor" only: the policy must cope with its sensors, while privileged
+    state for the critic stays clean."""
+    normalize: bool = True
+    """Let a learner's running normaliser scale the group (False for inputs already in range)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +149,9 @@ class TaskSpec:
     terminations: dict[str, TerminationTerm]
     events: dict[str, EventTerm] = dataclasses.field(default_factory=dict)
     commands: dict[str, CommandTerm] = dataclasses.field(default_factory=dict)
+    obs_groups: dict[str, ObsGroup] = dataclasses.field(default_factory=dict)
+    """Settings of the observation groups it names (noise, normalisation); see `ObsGroup` for
+    a group it does not name."""
     robot: RobotConfig | None = None
     """A floating-base robot, resolved into `env.robot` when the env is built."""
     contacts: bool = False

@@ -107,7 +107,7 @@ def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistCo
 
     with torch.random.fork_rng(devices=[]):  # torch's layers initialise from the global generator
         torch.manual_seed(seed)
-        policy = build_policy(env.obs_dims, env.num_actions, cfg.policy, ctx.device, env.obs_std_floors)
+        policy = build_policy(env.obs_spec, env.num_actions, cfg.policy, ctx.device)
     spec = chosen_spec(cfg)
     algorithm = spec.build(cfg, policy, env, num_steps, ctx)
     every = update_every(algorithm)

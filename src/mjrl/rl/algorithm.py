@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import torch
 
 from mjrl.mirror import ColumnMirror
+from mjrl.obs_spec import ObsGroupSpec
 from mjrl.rl.networks import ActorCritic
 
 Observations = Mapping[str, torch.Tensor]
@@ -43,10 +44,12 @@ class EnvInfo(Protocol):
 
     num_envs: int
     num_actions: int
+    obs_spec: Mapping[str, ObsGroupSpec]
+    """Per observation group: shape, dtype, whether to normalise it and its std floors, noise."""
     obs_dims: Mapping[str, int]
-    """Width of each observation group."""
+    """Width of each observation group (`obs_spec`'s, for learners that know flat vectors only)."""
     obs_std_floors: Mapping[str, torch.Tensor | None]
-    """Per group, the smallest std each column may be normalised by (None: no floor)."""
+    """Per group, the smallest std each column may be normalised by (`obs_spec`'s; None: no floor)."""
     mirrors: Mapping[str, ColumnMirror] | None
     """How "actor", "critic" and "actions" mirror left-right; None if the task does not say."""
     mirror_problem: str | None

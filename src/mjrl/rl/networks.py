@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -97,6 +97,7 @@ class ActorCritic(nn.Module):
         critic_std_floor: torch.Tensor | None = None,
         noise_std_type: str = "log",
         precision: str = "fp32",
+        normalized_groups: Collection[str] = ("actor", "critic"),
     ):
         super().__init__()
         self.precision = precision
@@ -111,10 +112,12 @@ class ActorCritic(nn.Module):
             self.log_std = nn.Parameter(torch.full((num_actions,), float(torch.log(torch.tensor(init_noise_std)))))
         else:
             self.std = nn.Parameter(torch.full((num_actions,), float(init_noise_std)))
+        # With `normalize`, each group the observation spec lets a normaliser scale gets one.
         self.actor_normalizer = self.critic_normalizer = None
-        if normalize:
-            offset = obs_std_offset
+        offset = obs_std_offset
+        if normalize and "actor" in normalized_groups:
             self.actor_normalizer = RunningNormalizer(actor_obs_dim, std_offset=offset, std_floor=actor_std_floor)
+        if normalize and "critic" in normalized_groups:
             self.critic_normalizer = RunningNormalizer(critic_obs_dim, std_offset=offset, std_floor=critic_std_floor)
 
     def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
@@ -173,10 +176,11 @@ def build_actor_critic(
     cfg: PolicyConfig,
     device: torch.device,
     obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
+    normalized_groups: Collection[str] = ("actor", "critic"),
 ) -> ActorCritic:
     """The actor-critic of `cfg` for an env's observation groups (`actor`, `critic`) and actions;
     `obs_std_floors` gives per group the smallest std each column is normalised by (the env's
-    `obs_std_floors`)."""
+    `obs_std_floors`), `normalized_groups` the groups a normaliser may scale."""
     floors = obs_std_floors or {}
     return ActorCritic(
         obs_dims["actor"],
@@ -192,6 +196,7 @@ def build_actor_critic(
         floors.get("critic"),
         cfg.noise_std_type,
         cfg.precision,
+        normalized_groups,
     ).to(device)
 
 

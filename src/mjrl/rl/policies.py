@@ -1,9 +1,10 @@
 """Policy kinds: the networks an algorithm trains, registered by name (`--policy.kind`).
 
-A kind builds a module from the env's observation widths, its number of actions and the run's
-`PolicyConfig`. `mlp` (`ActorCritic`: a Gaussian MLP actor, an MLP value critic, observation
-normalisers) is mjrl's own; a plugin registers more (`register_policy_kind`), and a run records
-its kind in its config, so that play, export and distillation rebuild it unasked.
+A kind builds a module from the env's observation spec (`mjrl.obs_spec`: shape, dtype and
+normalisation per group), its number of actions and the run's `PolicyConfig`. `mlp`
+(`ActorCritic`: a Gaussian MLP actor, an MLP value critic, observation normalisers) is mjrl's
+own; a plugin registers more (`register_policy_kind`), and a run records its kind in its
+config, so that play, export and distillation rebuild it unasked.
 
 Whatever algorithm trained it, a policy is used one way (`TrainedPolicy`): the deterministic
 action for raw actor observations, `reset(dones)` where episodes ended (a recurrent core
@@ -23,6 +24,7 @@ import torch
 from torch import nn
 
 from mjrl.errors import UsageError
+from mjrl.obs_spec import ObsGroupSpec
 from mjrl.rl.config import PolicyConfig, saved_policy_config
 from mjrl.rl.networks import build_actor_critic
 
@@ -47,9 +49,9 @@ class TrainedPolicy(Protocol):
         ...
 
 
-PolicyBuilder = Callable[[Mapping[str, int], int, PolicyConfig, torch.device, Mapping[str, Any]], nn.Module]
-"""(observation widths by group, number of actions, settings, device, per group the smallest std
-a normaliser may divide by) -> a fresh policy on `device`."""
+PolicyBuilder = Callable[[Mapping[str, ObsGroupSpec], int, PolicyConfig, torch.device], nn.Module]
+"""(the observation spec by group, number of actions, settings, device) -> a fresh policy on
+`device`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,25 +86,20 @@ def check_policy_kind(name: str) -> None:
 
 
 def build_policy(
-    obs_dims: Mapping[str, int],
-    num_actions: int,
-    cfg: PolicyConfig,
-    device: torch.device,
-    obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
+    obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
 ) -> nn.Module:
     """A fresh policy of `cfg.kind` for an env's observation groups and actions."""
     check_policy_kind(cfg.kind)
-    return _KINDS[cfg.kind].build(obs_dims, num_actions, cfg, device, obs_std_floors or {})
+    return _KINDS[cfg.kind].build(obs_spec, num_actions, cfg, device)
 
 
 def load_policy(
     checkpoint: Mapping[str, Any],
     source: Any,
     default: PolicyConfig,
-    obs_dims: Mapping[str, int],
+    obs_spec: Mapping[str, ObsGroupSpec],
     num_actions: int,
     device: torch.device,
-    obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
 ) -> nn.Module:
     """The one way to rebuild a trained policy, whatever algorithm trained it: the kind and
     settings it was trained with (its config in `checkpoint`, `default` filling what older runs
@@ -110,16 +107,18 @@ def load_policy(
     eval mode and without gradients."""
     from mjrl.checkpoint import load_weights
 
-    policy = build_policy(obs_dims, num_actions, saved_policy_config(checkpoint["config"], default), device,
-                          obs_std_floors)  # fmt: skip
+    policy = build_policy(obs_spec, num_actions, saved_policy_config(checkpoint["config"], default), device)
     load_weights(lambda: policy.load_state_dict(checkpoint["policy"]), source)
     return policy.eval().requires_grad_(False)
 
 
 def _build_mlp(
-    obs_dims: Mapping[str, int], num_actions: int, cfg: PolicyConfig, device: torch.device, floors: Mapping[str, Any]
+    obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
 ) -> nn.Module:
-    return build_actor_critic(obs_dims, num_actions, cfg, device, floors)
+    widths = {group: spec.width for group, spec in obs_spec.items()}
+    floors = {group: spec.std_floor for group, spec in obs_spec.items()}
+    normalized = [group for group, spec in obs_spec.items() if spec.normalize]
+    return build_actor_critic(widths, num_actions, cfg, device, floors, normalized)
 
 
 register_policy_kind(PolicyKind("mlp", _build_mlp, "Gaussian MLP actor and MLP value critic (ActorCritic)"))

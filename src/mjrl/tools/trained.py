@@ -60,6 +60,5 @@ def load_trained(
     from mjrl.rl import load_policy
 
     env = VecEnv(env_cfg, task.build(env_cfg), device, seed=seed)
-    policy = load_policy(state, source, task.agent_cfg.policy, env.obs_dims, env.num_actions, device,
-                         env.obs_std_floors)  # fmt: skip
+    policy = load_policy(state, source, task.agent_cfg.policy, env.obs_spec, env.num_actions, device)
     return env, policy
