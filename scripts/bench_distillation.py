@@ -4,7 +4,7 @@
     python scripts/bench_distillation.py --teacher TEACHER_RUN --student-run STUDENT_RUN        # report only
 
 Training is `train Mjrl-Velocity-Flat-Quadruped-Student --device cpu --preset cpu-locomotion
---distillation.teacher TEACHER_RUN --runner.max-iterations N` (a cut-off student is continued
+--algo distillation --algorithm.teacher TEACHER_RUN --runner.max-iterations N` (a cut-off student is continued
 with `--resume-dir`). The report plays the teacher and the student deterministically on the
 same commands (forward 0.5-1.0 m/s without lateral or yaw command, and the full distribution),
 checks the student against the issue's targets (forward planar error <= 0.25 m/s, no falls),
@@ -58,7 +58,8 @@ CURVES = [
 
 def train_student(teacher: Path, log_root: Path, iterations: int) -> Path:
     command = train_command(STUDENT, "--device", "cpu", "--preset", "cpu-locomotion")
-    command += ["--distillation.teacher", str(teacher), "--runner.max-iterations", str(iterations)]
+    command += ["--algo", "distillation", "--algorithm.teacher", str(teacher)]
+    command += ["--runner.max-iterations", str(iterations)]
     command += ["--log-root", str(log_root)]
     try:  # a student cut off earlier is continued
         command += ["--resume-dir", str(newest_run(log_root, STUDENT, "student"))]

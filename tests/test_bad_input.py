@@ -16,6 +16,7 @@ from conftest import TINY_RUN, last_json, run_main
 BALANCE, SWINGUP, GO1 = "Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped"
 ROUGH, HUMANOID = "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Humanoid"
 STUDENT = "Mjrl-Velocity-Flat-Quadruped-Student"
+DISTIL = ("--algo", "distillation", "--algorithm.teacher")
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +114,9 @@ CASES = {
     "gait-swing-joints": (["train", HUMANOID, "--env.gait.swing-joint-offsets", "tail*", "0.3"], "match none"),
     "locked-joint": (["train", HUMANOID, "--env.robot.locked-joints", "tail"], "has no hinge joint 'tail'"),
     # distillation and symmetry
-    "teacher-missing": (["train", STUDENT, "--distillation.teacher", "{root}/none"], "no checkpoint file"),
-    "teacher-of-other-task": (["train", STUDENT, "--distillation.teacher", "{balance}"], "this task's teacher group"),
-    "teacher-for-plain-task": (["train", GO1, "--distillation.teacher", "{balance}"], "distil into a student task"),
+    "teacher-missing": (["train", STUDENT, *DISTIL, "{root}/none"], "no checkpoint file"),
+    "teacher-of-other-task": (["train", STUDENT, *DISTIL, "{balance}"], "this task's teacher group"),
+    "teacher-for-plain-task": (["train", GO1, *DISTIL, "{balance}"], "distil into a student task"),
     "symmetry-negative": (["train", BALANCE, "--algorithm.symmetry.mirror-loss-coef", "-1"], "at least 0"),
     "symmetry-without-mirrors": (["train", GO1, "--env.robot.mirror-names", "--algorithm.symmetry.augment", "True"],
                                  "has no mirror_names"),

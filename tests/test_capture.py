@@ -30,13 +30,15 @@ ITERATIONS = 5
 
 
 def build(
-    task_name: str, log_root: Path, teacher: str | None, graphed: bool = False, algo: str = "auto", **runner: object
+    task_name: str, log_root: Path, teacher: str | None, graphed: bool = False, algo: str = "ppo", **runner: object
 ) -> Runner:
     """A runner as `train` builds it (one process, its warm-up done), small: 8 envs x 8 steps."""
     task = load_task(task_name)
-    defaults = TrainConfig.for_task(task, algo)
+    defaults = TrainConfig.for_task(task, "distillation" if teacher else algo)
     algorithm = defaults.algorithm
-    if hasattr(algorithm, "num_mini_batches"):  # PPO's
+    if teacher:
+        algorithm = dataclasses.replace(algorithm, teacher=teacher, num_mini_batches=2)
+    elif hasattr(algorithm, "num_mini_batches"):  # PPO's
         algorithm = dataclasses.replace(algorithm, num_mini_batches=2)
     else:  # the replay learner's: a batch stored after 4 of the 8 steps
         algorithm = dataclasses.replace(algorithm, batch_size=32, buffer_size=128)
@@ -48,7 +50,6 @@ def build(
         env=env_cfg,
         runner=dataclasses.replace(defaults.runner, num_steps_per_env=8, **runner),
         algorithm=algorithm,
-        distillation=dataclasses.replace(defaults.distillation, teacher=teacher or "", num_mini_batches=2),
         device=DEVICE,
         logger="none",
         log_root=str(log_root),

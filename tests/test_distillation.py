@@ -25,8 +25,8 @@ def teacher(tmp_path_factory) -> Path:
 
 
 def distil(teacher: Path, log_root: Path, *args: str):
-    return run_main("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher), "--log-root",
-                    str(log_root), *args)  # fmt: skip
+    return run_main("train", STUDENT_TASK, *TINY_RUN, "--algo", "distillation", "--algorithm.teacher", str(teacher),
+                    "--log-root", str(log_root), *args)  # fmt: skip
 
 
 def test_the_student_learns_the_teachers_actions_and_exports_without_base_velocity(teacher, log_root, tmp_path):
@@ -71,21 +71,22 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
     # Another teacher would be ignored (the checkpoint holds the first): refused, nothing written.
     other = tmp_path / "other_teacher"
     shutil.copytree(teacher, other)
-    swapped = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--distillation.teacher",
+    swapped = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--algorithm.teacher",
                        str(other), "--runner.max-iterations", "5")  # fmt: skip
     assert swapped.returncode == 2 and f"this run distils from {own_teacher}" in swapped.stderr, swapped.stderr
     assert len(swapped.stderr.strip().splitlines()) == 1
     assert [row["iteration"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
     # A student's run goes on only as a distillation, and a teacher's only with PPO.
-    as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--distillation.teacher", "",
+    as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--algo", "ppo",
                       "--runner.max-iterations", "5")  # fmt: skip
-    assert as_ppo.returncode == 2 and "is a distillation's: continue it with --distillation.teacher" in as_ppo.stderr
+    assert as_ppo.returncode == 2 and "--algo ppo: this run trains with distillation" in as_ppo.stderr
     assert "Traceback" not in as_ppo.stderr
 
 
 def test_two_ranks_distil_in_lockstep(teacher, log_root):
-    result = run_cli("train", STUDENT_TASK, *TWO_RANK_RUN, "--distillation.teacher", str(teacher), "--log-root",
-                     str(log_root), "--runner.max-iterations", "3", "--runner.replica-check-interval", "1",
+    result = run_cli("train", STUDENT_TASK, *TWO_RANK_RUN, "--algo", "distillation", "--algorithm.teacher",
+                     str(teacher), "--log-root", str(log_root), "--runner.max-iterations", "3",
+                     "--runner.replica-check-interval", "1",
                      "--nproc-per-node", "2")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result.stdout)
@@ -101,12 +102,14 @@ def test_teachers_a_student_cannot_learn_from_are_refused_and_nothing_is_written
         (STUDENT_TASK, str(tmp_path / "missing"), "no checkpoint file or run directory with checkpoints"),
         (TEACHER_TASK, str(teacher), "needs a task with a 'teacher' observation group"),
     ]
-    with_symmetry = ["--algorithm.symmetry.augment", "True"]
-    result = run_main("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher), *with_symmetry,
-                      "--log-root", str(log_root))  # fmt: skip
-    assert result.returncode == 2 and "--algorithm.symmetry is PPO's" in result.stderr and not log_root.exists()
+    with_symmetry = ["--algorithm.symmetry.augment", "True"]  # PPO's setting
+    result = run_main("train", STUDENT_TASK, *TINY_RUN, "--algo", "distillation", "--algorithm.teacher", str(teacher),
+                      *with_symmetry, "--log-root", str(log_root))  # fmt: skip
+    assert result.returncode == 2 and "unknown flag --algorithm.symmetry.augment" in result.stderr
+    assert not log_root.exists()
     for task, source, message in cases:
-        result = run_main("train", task, *TINY_RUN, "--distillation.teacher", source, "--log-root", str(log_root))
+        result = run_main("train", task, *TINY_RUN, "--algo", "distillation", "--algorithm.teacher", source,
+                          "--log-root", str(log_root))  # fmt: skip
         assert result.returncode == 2, (task, source, result.stderr[-2000:])
         assert message in result.stderr and "Traceback" not in result.stderr
         assert not log_root.exists(), (task, source)
@@ -123,3 +126,38 @@ def test_a_teacher_recorded_relatively_is_the_same_named_from_another_folder(tmp
     assert _same_path(str(tmp_path / "proj" / "logs" / "T" / "run"), "logs/T/run")
     assert not _same_path("proj/logs/U/run", "logs/T/run")
     assert not _same_path("/elsewhere/run", str(tmp_path / "proj" / "logs" / "T" / "run"))
+
+
+def test_a_distillation_of_the_former_layout_resumes_and_the_former_flags_still_choose_it(teacher, log_root, tmp_path):
+    """Before distillation was an ordinary algorithm, naming a teacher chose it (`algo: auto`,
+    a `distillation` section beside PPO's `algorithm`, `--distillation.teacher RUN`). Such a
+    run's config.yaml and checkpoints resume as a distillation; the old flags still work, each
+    with one note naming the flag that holds its value now."""
+    import yaml
+
+    from mjrl.config import to_dict
+    from mjrl.rl import PpoConfig
+
+    old_flags = run_main("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher),
+                         "--log-root", str(log_root), "--runner.max-iterations", "1")  # fmt: skip
+    assert old_flags.returncode == 0, old_flags.stderr[-3000:]
+    assert "note: --distillation.teacher is now --algorithm.teacher, with --algo distillation" in old_flags.stderr
+    run_dir = Path(last_json(old_flags.stdout)["run_dir"])
+
+    def former(config: dict) -> dict:  # today's layout, written back as the former one
+        return {**config, "algo": "auto", "algorithm": to_dict(PpoConfig()), "distillation": config["algorithm"]}
+
+    config_file = run_dir / "config.yaml"
+    config_file.write_text(yaml.safe_dump(former(yaml.safe_load(config_file.read_text()))))
+    for path in (run_dir / "checkpoints").glob("model_*.pt"):
+        raw = torch.load(path, weights_only=True)
+        torch.save({**raw, "config": former(raw["config"])}, path)
+    resumed = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "2")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "behavior_loss" in read_jsonl(run_dir / "metrics.jsonl")[-1]
+    _, state = load_newest_checkpoint(run_dir)
+    assert state["iteration"] == 2 and state["config"]["algo"] == "distillation"
+    assert state["config"]["algorithm"]["teacher"] == str(teacher) and "distillation" not in state["config"]
+    # Another algorithm beside the former flags is one line.
+    both = run_main("train", STUDENT_TASK, "--algo", "ppo", "--distillation.teacher", str(teacher))
+    assert both.returncode == 2 and "--algo ppo does not distil" in both.stderr and both.stderr.count("\n") == 1

@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mjrl.envs import VecEnv
 from mjrl.rl.algorithm import rollout_step
+from mjrl.runner.config import TrainConfig
 from mjrl.sim import TerrainConfig
 from mjrl.tasks import load_task
 
@@ -206,7 +207,7 @@ def test_a_training_iteration_reads_the_device_once(setup, tmp_path, request):
     if setup == "distillation":
         task, extra = (
             "Mjrl-Velocity-Flat-Quadruped-Student",
-            ["--distillation.teacher", request.getfixturevalue("tiny_teacher")],
+            ["--algo", "distillation", "--algorithm.teacher", request.getfixturevalue("tiny_teacher")],
         )
     tiny = TINY_RUN[:-2] if setup == "replay-test" else TINY_RUN  # without PPO's minibatches
     common = [task, *tiny, *extra, "--runner.eval-interval", "0", "--runner.save-interval", "1000"]
@@ -225,9 +226,11 @@ def test_the_rollout_storage_keeps_its_step_on_the_device(algorithm, request):
     from mjrl.rl import make_algorithm
 
     task = load_task("Mjrl-Cartpole-Balance" if algorithm == "ppo" else "Mjrl-Velocity-Flat-Quadruped-Student")
-    agent = task.agent_cfg.replace(num_steps_per_env=4, num_mini_batches=2)
+    agent = TrainConfig.for_task(task, algorithm)
+    settings = {"num_mini_batches": 2}
     if algorithm == "distillation":
-        agent = agent.replace(teacher=request.getfixturevalue("tiny_teacher"))  # the distillation section's field
+        settings["teacher"] = request.getfixturevalue("tiny_teacher")
+    agent = dataclasses.replace(agent, algorithm=dataclasses.replace(agent.algorithm, **settings))
     env = env_for(task.name, num_envs=4)
     learner = make_algorithm(agent, env, 4, single_process(DEVICE), seed=0)
     obs = env.obs

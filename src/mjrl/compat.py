@@ -12,6 +12,12 @@ Robot files that moved: mjrl's robots lived in the velocity task's folder until 
 (`mjrl:velocity/go1.xml`); they are `mjrl:robots/go1.xml` now, and the old names still resolve
 (`MOVED_ROBOT_FILES`, read by `mjrl.envs.robot.robot_file`).
 
+Distillation was chosen by naming a teacher until 2026-11-28 (`--distillation.teacher RUN`,
+`algo: auto`, its settings in a `distillation` section beside PPO's `algorithm`); it is an
+ordinary algorithm now (`--algo distillation --algorithm.teacher RUN`). `upgrade_config` reads
+an older config (a run's config.yaml, a `--config` file, a checkpoint's `config`) as today's,
+and `mjrl.cli.flags.moved_distillation_flags` rewrites the old flags, with a note.
+
 Older config files (a run's config.yaml, a `--config` file) are read through three tables,
 keyed by the config class and the key (`RobotConfig.floor_geom`), which
 `mjrl.config.apply_dict` consults wherever the class stands in the file; older command lines
@@ -52,9 +58,25 @@ MOVED_ROBOT_FILES = {f"velocity/{name}.xml": f"robots/{name}.xml" for name in ("
 name now."""
 
 
+def upgrade_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's config as written before distillation was an ordinary algorithm, read as today's:
+    a `distillation` section that names a teacher (with `algo` auto or distillation) becomes
+    `algo: distillation` with that section as `algorithm`; one that names none is dropped (the
+    run trained PPO). Anything else is returned as it is."""
+    if "distillation" not in config:
+        return config
+    config = dict(config)
+    section = config.pop("distillation") or {}
+    if section.get("teacher") and config.get("algo", "auto") in ("auto", "distillation"):
+        config |= {"algo": "distillation", "algorithm": section}
+    return config
+
+
 def upgrade_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
     """`state` in the current format (a new dict; tensors shared)."""
     state = dict(state)
+    if isinstance(state.get("config"), dict):
+        state["config"] = upgrade_config(state["config"])
     if state.get("format", 1) < 2:
         if "env_ranks" not in state:
             state["env_ranks"] = [state.pop("env", state.pop("curriculum", {}))]

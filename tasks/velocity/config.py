@@ -256,7 +256,7 @@ class ActorObsConfig:
     the actor's observation, newest first: without its velocity, a policy reads motion from them."""
     teacher_group: bool = False
     """Add a "teacher" observation group, the actor observations of the default task without
-    noise: what a teacher trained on that task reads (`--distillation.teacher`)."""
+    noise: what a teacher trained on that task reads (`--algorithm.teacher`)."""
 
     bounds: ClassVar[dict] = {"history": ">= 1"}
 

@@ -24,6 +24,6 @@ GO1_ENV = VelocityEnvConfig(
 
 VELOCITY_FLAT = velocity_task("Mjrl-Velocity-Flat-Quadruped", GO1_ENV)
 VELOCITY_ROUGH = velocity_task("Mjrl-Velocity-Rough-Quadruped", on_rough_terrain(GO1_ENV), ROUGH_AGENT)
-# A student for distillation from a trained VELOCITY_FLAT policy (`--distillation.teacher RUN`):
+# A student for distillation from a trained VELOCITY_FLAT policy (`--algo distillation --algorithm.teacher RUN`):
 # it observes what the robot measures, without the base's linear velocity, with 5 steps of history.
 VELOCITY_FLAT_STUDENT = velocity_task("Mjrl-Velocity-Flat-Quadruped-Student", as_student(GO1_ENV), STUDENT_AGENT)

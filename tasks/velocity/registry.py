@@ -14,7 +14,7 @@ register_task(
 register_task(
     "Mjrl-Velocity-Flat-Quadruped-Student",
     "mjrl.tasks.velocity.go1:VELOCITY_FLAT_STUDENT",
-    "the flat Go1 without base velocity, distilled from a trained teacher (--distillation.teacher RUN)",
+    "the flat Go1 without base velocity, distilled from a teacher (--algo distillation --algorithm.teacher RUN)",
 )
 register_task(
     "Mjrl-Velocity-Flat-Mule", "mjrl.tasks.velocity.mule:VELOCITY_FLAT_MULE", "44 kg quadruped, velocity tracking"

@@ -18,6 +18,7 @@ import tyro
 
 from mjrl.compat import FLAG_SPELLINGS
 from mjrl.config import split_sections
+from mjrl.errors import UsageError
 
 
 def rename_known_flags(args: list[str], default: Any, notes: TextIO | None = None) -> list[str]:
@@ -51,6 +52,27 @@ def _new_name(name: str, default: Any, flags: set[str]) -> str | None:
             rest = spelled.removeprefix(f"--{old}.")
             return next((f"--{s}.{rest}" for s in sections if f"--{s}.{rest}" in flags), None)
     return None
+
+
+def moved_distillation_flags(args: list[str], algo: str | None, notes: TextIO | None = None) -> str | None:
+    """Rewrite, in place, the flags of distillation's former section (`--distillation.teacher
+    RUN`) as `--algorithm.*`, each with one note; they choose `--algo distillation`, as naming a
+    teacher did. Returns the algorithm: `algo`, or distillation when such a flag came without
+    one. Another algorithm named beside them is a usage error."""
+    notes = notes or sys.stderr
+    moved = False
+    for i, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
+        if not name.replace("_", "-").startswith("--distillation."):
+            continue
+        new = "--algorithm." + name.replace("_", "-").removeprefix("--distillation.")
+        if algo not in (None, "auto", "distillation"):
+            raise UsageError(f"{name} is distillation's (now {new} with --algo distillation), but --algo {algo} does "
+                             "not distil: drop one")  # fmt: skip
+        print(f"note: {name} is now {new}, with --algo distillation", file=notes)
+        args[i] = f"{new}{sep}{value}"
+        moved = True
+    return "distillation" if moved else algo
 
 
 def known_flags(default: Any) -> list[str]:

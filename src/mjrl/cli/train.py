@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mjrl.cli.common import load_preset, parse_flags, pop_option, preset_names, read_yaml, run_command
-from mjrl.cli.flags import rename_known_flags
+from mjrl.cli.flags import moved_distillation_flags, rename_known_flags
+from mjrl.compat import upgrade_config
 from mjrl.errors import UsageError
 from mjrl.plugins import import_plugins, pop_plugins
 
@@ -48,8 +50,8 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     preset = pop_option(args, "--preset")
     config_file = pop_option(args, "--config")
     # The algorithm types the --algorithm.* section, so it is known before the flags are parsed.
-    algo = pop_option(args, "--algo")
-    saved = read_yaml(Path(config_file), "config file") if config_file else None
+    algo = moved_distillation_flags(args, pop_option(args, "--algo"))
+    saved = upgrade_config(read_yaml(Path(config_file), "config file")) if config_file else None
     if saved is not None:
         plugins = _merged(saved.get("plugins", ()), plugins)
         import_plugins(plugins)
@@ -67,20 +69,41 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.start import resumed_run_config_file
 
-    preset_values = load_preset(preset) if preset else None  # read once: the flags may be composed twice
+    preset_values = load_preset(preset) if preset else None
     given_algo = algo or (saved or {}).get("algo") or (preset_values or {}).get("algo")
-    defaults = TrainConfig.for_task(task, given_algo or "auto")
-    args = rename_known_flags(args, defaults)  # once, though the flags may be parsed twice
-    cfg = _compose(task_name, defaults, preset_values, saved, args, algo, plugins)
-    run_config = resumed_run_config_file(task_name, cfg)
+    defaults = TrainConfig.for_task(task, given_algo or "ppo")
+    run_config = resumed_run_config_file(task_name, _resume_target(defaults, args))
     if run_config is not None:
         # A resume continues the experiment the run was: its own config is the base, and what
         # the command line gives changes it. Starting from the task's defaults instead quietly
         # changed the rewards of a run resumed without its --config.
-        run = _run_config(task, given_algo, run_config, task_name)
-        cfg = _compose(task_name, run, preset_values, saved, args, algo, _merged(run.plugins, plugins))
-        _check_same_teacher(run.distillation.teacher, cfg.distillation.teacher)
+        defaults = _run_config(task, given_algo, run_config, task_name)
+        plugins = _merged(defaults.plugins, plugins)
+    args = rename_known_flags(args, defaults)
+    cfg = _compose(task_name, defaults, preset_values, saved, args, algo, plugins)
+    if run_config is not None:
+        _check_same_teacher(getattr(defaults.algorithm, "teacher", ""), getattr(cfg.algorithm, "teacher", ""))
     return task, cfg
+
+
+def _resume_target(defaults: TrainConfig, args: list[str]) -> TrainConfig:
+    """`defaults` with the command line's `--resume`, `--resume-dir` and `--log-root`: which run
+    a resume continues is known before the flags are parsed, because that run's config (its
+    algorithm included, which types `--algorithm.*`) is what they change. Parsed again, with
+    every other flag, into the run's config (a malformed value is refused there)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--resume")
+    parser.add_argument("--resume-dir", "--resume_dir")
+    parser.add_argument("--log-root", "--log_root")
+    known, _ = parser.parse_known_args(args)
+    return dataclasses.replace(
+        defaults,
+        resume=known.resume == "True" if known.resume is not None else defaults.resume,
+        resume_dir=known.resume_dir if known.resume_dir is not None else defaults.resume_dir,
+        log_root=known.log_root if known.log_root is not None else defaults.log_root,
+    )
 
 
 def _check_same_teacher(trained_with: str, given: str) -> None:
@@ -89,8 +112,8 @@ def _check_same_teacher(trained_with: str, given: str) -> None:
     by the checkpoint, which says it is a distillation's)."""
     if trained_with and given and not _same_path(given, trained_with):
         raise UsageError(
-            f"--distillation.teacher {given}: this run distils from {trained_with}, whose weights its checkpoint "
-            "holds; resume it without --distillation.teacher, or start a new run to distil from another teacher"
+            f"--algorithm.teacher {given}: this run distils from {trained_with}, whose weights its checkpoint "
+            "holds; resume it without --algorithm.teacher, or start a new run to distil from another teacher"
         )
 
 
@@ -103,14 +126,13 @@ def _compose(
     algo: str | None,
     plugins: tuple[str, ...],
 ) -> TrainConfig:
-    import dataclasses
-
     from mjrl.config import apply_dict
+    from mjrl.rl.registry import chosen_name
     from mjrl.runner.config import TrainConfig
 
     cfg = base if preset is None else apply_dict(base, preset)
     cfg = cfg if saved is None else apply_dict(cfg, saved)
-    cfg = cfg if algo is None else dataclasses.replace(cfg, algo=algo)
+    cfg = cfg if algo is None else dataclasses.replace(cfg, algo=chosen_name(algo))
     cfg = dataclasses.replace(cfg, plugins=plugins) if plugins else cfg
     cls = TrainConfig[type(base.env), type(base.algorithm)]
     return parse_flags(cls, cfg, args, f"train {task_name}", f"Train {task_name}.")
@@ -135,11 +157,15 @@ def _run_config(task: Task, algo: str | None, path: Path, task_name: str) -> Tra
     changed by what the run being resumed trained and wrote as (`RESUMED`; a run of another task
     is left for the resume's own check to refuse, by name)."""
     from mjrl.config import apply_dict
+    from mjrl.rl.registry import chosen_name
     from mjrl.runner.config import RESUMED, TrainConfig
 
-    run = read_yaml(path, "the resumed run's config")
+    run = upgrade_config(read_yaml(path, "the resumed run's config"))
     import_plugins(run.get("plugins", ()))  # what the run registered its algorithm or terrain with
-    defaults = TrainConfig.for_task(task, algo or run.get("algo", "auto"))
+    trained = chosen_name(run.get("algo", "ppo"))
+    if algo is not None and chosen_name(algo) != trained and run.get("task", task_name) == task_name:
+        raise UsageError(f"--algo {algo}: this run trains with {trained}; resume it without --algo, or start a new run")
+    defaults = TrainConfig.for_task(task, trained)
     if run.get("task", task_name) != task_name:
         return defaults
     try:

@@ -70,34 +70,29 @@ __all__ = [
 
 
 class AgentSections(Protocol):
-    """The sections of a run's config that choose and build its algorithm (`TrainConfig` and
-    `AgentConfig` have them)."""
+    """The sections of a run's config that build its algorithm (`TrainConfig` and `AgentConfig`
+    have them; `TrainConfig.algo` chooses it, PPO without)."""
 
     algorithm: Any
     policy: PolicyConfig
-    distillation: DistillationConfig
 
 
 def check_agent_config(
     cfg: AgentSections, task_name: str, observation_groups: set[str], symmetry_problem: Callable[[], str | None]
 ) -> None:
     """Refuse, before anything is built or written, what the task cannot train with: an unknown
-    algorithm, a teacher named for an algorithm that does not distil, and what the chosen
-    algorithm's own check refuses (PPO: symmetry the task cannot do; distillation: a task
-    without a "teacher" observation group, no teacher checkpoint, symmetry)."""
-    from mjrl.errors import UsageError
-
+    algorithm or policy kind, and what the chosen algorithm's own check refuses (PPO: symmetry
+    the task cannot do; distillation: a task without a "teacher" observation group, no teacher
+    checkpoint)."""
     spec = chosen_spec(cfg)
     check_policy_kind(cfg.policy.kind)
-    if cfg.distillation.teacher and spec.name != "distillation":
-        raise UsageError(f"--distillation.teacher names a teacher, but --algo {spec.name} does not distil: drop one")
     if spec.check is not None:
         spec.check(cfg, TaskFacts(task_name, observation_groups, symmetry_problem))
 
 
 def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext, seed: int) -> Algorithm:
-    """The algorithm a run trains with on `env` (`--algo`: PPO, or distillation when
-    `cfg.distillation` names a teacher), for rollouts of `num_steps` steps. Its initial weights
+    """The algorithm a run trains with on `env` (`--algo`; PPO without), for rollouts of
+    `num_steps` steps. Its initial weights
     and its generator come from `seed` alone, whatever else has drawn from torch's global
     generator."""
     import torch
@@ -146,16 +141,14 @@ def _check_distillation(cfg: AgentSections, task: TaskFacts) -> None:
 
     if TEACHER_GROUP not in task.observation_groups:
         raise UsageError(
-            f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group, which {task.name} "
+            f"--algo distillation needs a task with a {TEACHER_GROUP!r} observation group, which {task.name} "
             "lacks; distil into a student task (e.g. Mjrl-Velocity-Flat-Quadruped-Student)"
         )
-    if cfg.algorithm.symmetry.enabled:
-        raise UsageError("--algorithm.symmetry is PPO's: drop it, or drop --distillation.teacher")
-    teacher = Path(cfg.distillation.teacher)
-    if not cfg.distillation.teacher:
-        raise UsageError("--algo distillation needs a teacher: --distillation.teacher RUN_DIR or checkpoint")
+    teacher = Path(cfg.algorithm.teacher)
+    if not cfg.algorithm.teacher:
+        raise UsageError("--algo distillation needs a teacher: --algorithm.teacher RUN_DIR or checkpoint")
     if not teacher.is_file() and not any(teacher.glob("checkpoints/model_*.pt")):
-        raise UsageError(f"--distillation.teacher {teacher}: no checkpoint file or run directory with checkpoints")
+        raise UsageError(f"--algorithm.teacher {teacher}: no checkpoint file or run directory with checkpoints")
 
 
 def _build_distillation(
@@ -163,8 +156,8 @@ def _build_distillation(
 ) -> Algorithm:
     from mjrl.rl.distillation import Distillation, load_teacher
 
-    teacher = load_teacher(cfg.distillation, env, ctx.device)
-    return Distillation(policy, teacher, cfg.distillation, ctx, env.num_envs, num_steps)
+    teacher = load_teacher(cfg.algorithm, env, ctx.device)
+    return Distillation(policy, teacher, cfg.algorithm, ctx, env.num_envs, num_steps)
 
 
 register_algorithm(
@@ -175,8 +168,7 @@ register_algorithm(
         "distillation",
         DistillationConfig,
         _build_distillation,
-        "teacher-student distillation (DAgger), settings --distillation.*",
-        section="distillation",
+        "teacher-student distillation (DAgger), settings --algorithm.* (--algorithm.teacher RUN)",
         check=_check_distillation,
     )
 )

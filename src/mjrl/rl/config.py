@@ -183,13 +183,13 @@ class PpoConfig:
 
 @dataclasses.dataclass(frozen=True)
 class DistillationConfig:
-    """Teacher-student distillation (DAgger, rsl_rl's `Distillation`): instead of PPO, the
-    policy learns to imitate a trained teacher's actions in the states its own actions reach.
-    Chosen by naming a `teacher`; the task must have a "teacher" observation group, the actor
-    observations the teacher was trained with."""
+    """Teacher-student distillation (DAgger, rsl_rl's `Distillation`), `--algo distillation`
+    with these settings as `--algorithm.*`: the policy learns to imitate a trained teacher's
+    actions in the states its own actions reach. The task must have a "teacher" observation
+    group, the actor observations the teacher was trained with."""
 
     teacher: str = ""
-    """Run directory (its newest checkpoint) or checkpoint file of the teacher. Empty: PPO."""
+    """Run directory (its newest checkpoint) or checkpoint file of the teacher (required)."""
     learning_rate: float = 1e-3
     """Adam's learning rate (fixed)."""
     num_learning_epochs: int = 2
@@ -234,13 +234,11 @@ class AgentConfig:
     """The algorithm's settings."""
     policy: PolicyConfig = PolicyConfig()
     """The policy's settings."""
-    distillation: DistillationConfig = DistillationConfig()
-    """Distillation from a teacher instead of PPO (when it names one)."""
 
     def replace(self, **changes: Any) -> AgentConfig:
         """This config with fields changed by name, whichever section holds them."""
         sections = {}
-        for section in ("runner", "algorithm", "policy", "distillation"):
+        for section in ("runner", "algorithm", "policy"):
             current = getattr(self, section)
             mine = {k: changes.pop(k) for k in list(changes) if k in {f.name for f in dataclasses.fields(current)}}
             sections[section] = dataclasses.replace(current, **mine)

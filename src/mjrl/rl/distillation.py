@@ -45,7 +45,7 @@ def load_teacher(cfg: DistillationConfig, env: EnvInfo, device: torch.device) ->
     path, state = load_newest_checkpoint(source) if source.is_dir() else (source, load_checkpoint(source))
     dims = {"actor": state["obs_dims"]["actor"], "critic": state["obs_dims"]["critic"]}
     if TEACHER_GROUP not in env.obs_dims:
-        raise UsageError(f"--distillation.teacher needs a task with a {TEACHER_GROUP!r} observation group")
+        raise UsageError(f"--algo distillation needs a task with a {TEACHER_GROUP!r} observation group")
     if (dims["actor"], state["num_actions"]) != (env.obs_dims[TEACHER_GROUP], env.num_actions):
         raise UsageError(
             f"teacher {cfg.teacher} reads {dims['actor']} observations and acts on {state['num_actions']} joints; "
@@ -170,7 +170,7 @@ class Distillation:
 
     def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
         if "teacher" not in state:
-            raise UsageError("this checkpoint is not a distillation's: continue it without --distillation.teacher")
+            raise UsageError("this checkpoint is not a distillation's: continue it with its own --algo")
         self.policy.load_state_dict(state["policy"])
         self.teacher.load_state_dict(state["teacher"])  # the teacher it was trained with
         if not weights_only:

@@ -393,7 +393,7 @@ class PPO:
 
     def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
         if "teacher" in state:
-            raise UsageError("this checkpoint is a distillation's: continue it with --distillation.teacher TEACHER")
+            raise UsageError("this checkpoint is a distillation's: continue it with --algo distillation")
         self.policy.load_state_dict(state["policy"])
         if not weights_only:
             self.optimizer.load_state_dict(state["optimizer"])

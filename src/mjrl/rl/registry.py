@@ -6,8 +6,7 @@ registers its own the same way. The runner, the checkpoints and the launcher kno
 only through `Algorithm` (`mjrl.rl.algorithm`) and this registry.
 
 Settings: the chosen algorithm's are the `--algorithm.*` section, typed by its `config` (PPO's
-flags are those users always wrote); distillation keeps its own section, `--distillation.*`,
-chosen as before by naming a teacher.
+flags are those users always wrote; distillation's teacher is `--algorithm.teacher`).
 """
 
 from __future__ import annotations
@@ -39,18 +38,13 @@ class AlgorithmSpec:
     name: str
     """`--algo NAME`."""
     config: type
-    """Its settings, a frozen dataclass with documented fields: the `section`'s type."""
+    """Its settings, a frozen dataclass with documented fields: the `--algorithm.*` section's type."""
     build: Callable[[Any, ActorCritic, EnvInfo, int, DistContext], Algorithm]
     """(the run's config, a fresh policy, the env, rollout length, context) -> the algorithm."""
     summary: str
     """One line for `train --help`."""
-    section: str = "algorithm"
-    """The run config's section that holds its settings."""
     check: Callable[[Any, TaskFacts], None] | None = None
     """Raise a `UsageError` for what the task or the other settings cannot train with."""
-
-    def settings(self, cfg: Any) -> Any:
-        return getattr(cfg, self.section)
 
 
 _REGISTRY: dict[str, AlgorithmSpec] = {}
@@ -78,13 +72,12 @@ def algorithm_spec(name: str) -> AlgorithmSpec:
     return _REGISTRY[name]
 
 
-def chosen_name(algo: str, teacher: str) -> str:
-    """The name `--algo` stands for: `auto` is distillation when a teacher is named, else PPO."""
-    if algo == "auto":
-        return "distillation" if teacher else "ppo"
-    return algo
+def chosen_name(algo: str) -> str:
+    """The name `--algo` stands for: `auto`, what older runs recorded, is PPO (a run that
+    distilled is read as `distillation`: `mjrl.compat.upgrade_config`)."""
+    return "ppo" if algo == "auto" else algo
 
 
 def chosen_spec(cfg: Any) -> AlgorithmSpec:
-    """The algorithm a run config (`TrainConfig`, `AgentConfig` with `algo`) trains with."""
-    return algorithm_spec(chosen_name(getattr(cfg, "algo", "auto"), cfg.distillation.teacher))
+    """The algorithm a run config (`TrainConfig`; an `AgentConfig`, which names none: PPO) trains with."""
+    return algorithm_spec(chosen_name(getattr(cfg, "algo", "ppo")))

@@ -12,8 +12,8 @@ from mjrl.config import check_numbers, to_dict
 from mjrl.distributed.options import LaunchOptions
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
-from mjrl.rl.config import AgentConfig, DistillationConfig, PolicyConfig, PpoConfig, RunnerConfig
-from mjrl.rl.registry import algorithm_spec, chosen_name, chosen_spec
+from mjrl.rl.config import AgentConfig, PolicyConfig, PpoConfig, RunnerConfig
+from mjrl.rl.registry import algorithm_spec, chosen_name
 
 EnvT = TypeVar("EnvT", bound=EnvConfig)
 AlgorithmT = TypeVar("AlgorithmT")
@@ -27,20 +27,17 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     """Task and simulation settings."""
     runner: RunnerConfig = RunnerConfig()
     """The training loop: rollout length, iterations, checkpoints, evaluation."""
-    algo: str = "auto"
-    """The learning algorithm, by registered name (`train --help` lists them): ppo, whose settings
-    are --algorithm.*; distillation, whose settings are --distillation.*; or one a plugin
-    registers, whose settings become --algorithm.*. auto: distillation when
-    --distillation.teacher names a teacher, else ppo."""
+    algo: str = "ppo"
+    """The learning algorithm, by registered name (`train --help` lists them): ppo;
+    distillation (its teacher is --algorithm.teacher RUN); or one a plugin registers. The
+    chosen algorithm's settings are --algorithm.*. auto: ppo (what older runs recorded)."""
     algorithm: AlgorithmT = PpoConfig()
     """The algorithm's settings (PPO's: its update, learning-rate schedule and how ranks stay in step)."""
     plugins: tuple[str, ...] = ()
     """Python modules (on the Python path) imported before the task and the algorithm are looked
     up, in every process of the run: they register tasks, algorithms and terrain types."""
     policy: PolicyConfig = PolicyConfig()
-    """The actor-critic: its networks, action noise and observation normalisation."""
-    distillation: DistillationConfig = DistillationConfig()
-    """Teacher-student distillation instead of PPO, when it names a teacher."""
+    """The policy: its kind, networks, action noise and observation normalisation."""
     device: str = "auto"
     """auto (cuda:<LOCAL_RANK> if CUDA is present, else cpu), cpu, cuda (cuda:<LOCAL_RANK>), or
     cuda:N (one rank per node, or ranks given GPUs of their own). A rank that sees fewer GPUs than
@@ -110,22 +107,14 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     held them before they were nested."""
 
     @classmethod
-    def for_task(cls, task: Any, algo: str = "auto") -> TrainConfig:
+    def for_task(cls, task: Any, algo: str = "ppo") -> TrainConfig:
         """A task's defaults for `algo`: its env config and its agent's sections (an algorithm the
         task has no settings for starts from its config class's defaults)."""
         agent: AgentConfig = task.agent_cfg
-        spec = algorithm_spec(chosen_name(algo, agent.distillation.teacher))
-        if spec.section != "algorithm" or isinstance(agent.algorithm, spec.config):
-            algorithm = agent.algorithm  # the task's own (PPO's; distillation keeps them beside its own)
-        else:
-            algorithm = spec.config()
+        spec = algorithm_spec(chosen_name(algo))
+        algorithm = agent.algorithm if isinstance(agent.algorithm, spec.config) else spec.config()
         return cls[type(task.env_cfg), type(algorithm)](
-            env=task.env_cfg,
-            runner=agent.runner,
-            algo=algo,
-            algorithm=algorithm,
-            policy=agent.policy,
-            distillation=agent.distillation,
+            env=task.env_cfg, runner=agent.runner, algo=spec.name, algorithm=algorithm, policy=agent.policy
         )
 
 
@@ -138,7 +127,7 @@ NOT_REPRODUCED = ("log_root", "resume", "resume_dir", "rdzv_id", "fault")
 
 # What a job trains, which every rank must be given alike (as opposed to where and how each
 # process runs it: device, threads, launch and rendezvous options, which differ per node).
-TRAINED = ("env", "runner", "algo", "algorithm", "plugins", "policy", "distillation", "seed")
+TRAINED = ("env", "runner", "algo", "algorithm", "plugins", "policy", "seed")
 # What a resume takes from the run's saved config: what it trains and what it writes. Not how
 # it ran (device, threads, launcher or torchrun, ranks, rendezvous, timeouts): the resumed run
 # may be on another machine, and the command line says how to run it there.
@@ -163,12 +152,10 @@ def validate(cfg: TrainConfig) -> None:
             "launcher: give one of them"
         )
     batch = env.num_envs * runner.num_steps_per_env
-    spec = chosen_spec(cfg)
-    settings = spec.settings(cfg)
-    minibatches = getattr(settings, "num_mini_batches", 1)  # an algorithm that splits its rollout
+    minibatches = getattr(cfg.algorithm, "num_mini_batches", 1)  # an algorithm that splits its rollout
     if batch % minibatches:
         raise UsageError(
-            f"--{spec.section}.num-mini-batches {minibatches} does not divide the batch of "
+            f"--algorithm.num-mini-batches {minibatches} does not divide the batch of "
             f"{batch} samples (--env.num-envs {env.num_envs} x --runner.num-steps-per-env "
             f"{runner.num_steps_per_env}); pick a divisor of {batch}"
         )
