@@ -101,7 +101,7 @@ def test_torchruns_default_job_id_continues_only_its_own_restarts(tmp_path):
     two launches at once (two agents) never share a record."""
     from mjrl.distributed.context import DistContext
     from mjrl.runner.config import TrainConfig
-    from mjrl.runner.start import choose_run_dir
+    from mjrl.runner.resume import choose_run_dir
     from mjrl.tasks import load_task
 
     cfg = dataclasses.replace(TrainConfig.for_task(load_task(TASK)), log_root=str(tmp_path))

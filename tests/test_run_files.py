@@ -169,7 +169,8 @@ def test_a_resumed_rank_does_not_replay_its_start_up_random_streams():
     """Ranks other than 0 start with their generators seeded from seed + rank and keep no
     checkpoint of them: on resume they get fresh streams, or they would replay the action noise
     and the resets of their start-up."""
-    from mjrl.runner.start import reseed_after_resume, seed_everything
+    from mjrl.runner.resume import reseed_after_resume
+    from mjrl.runner.state import seed_everything
 
     start_up = torch.randn(8, generator=torch.Generator().manual_seed(43))
     env_gen, algorithm_gen = torch.Generator().manual_seed(43), torch.Generator().manual_seed(43)

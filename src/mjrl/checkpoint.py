@@ -8,7 +8,8 @@ The format (`FORMAT`): a dict of plain values and tensors with the keys
 - rng: torch, env, algorithm and, on a GPU, cuda (`runner.state.RngStates`);
 - config (the run's config, as `mjrl.config.to_dict` makes it); obs_dims, num_actions;
 - env_ranks: every rank's `VecEnv.resume_state()`, by rank.
-`runner/state.py` writes them; older formats are read through `mjrl.compat.upgrade_checkpoint`.
+`runner/state.py` writes them and `runner/resume.py` takes them back; older formats are read
+through `mjrl.compat.upgrade_checkpoint`.
 
 Beside them, `bulk_<iteration>.pt` holds an algorithm's state too bulky for every checkpoint
 (`Algorithm.bulk_state`: a replay buffer): only the newest is kept, and a resume reads the one

@@ -67,7 +67,7 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
         raise UsageError(f"--config {config_file} is a config of {saved_task}, not {task_name}")
 
     from mjrl.runner.config import TrainConfig
-    from mjrl.runner.start import resumed_run_config_file
+    from mjrl.runner.resume import resumed_run_config_file
 
     preset_values = load_preset(preset) if preset else None
     given_algo = algo or (saved or {}).get("algo") or (preset_values or {}).get("algo")

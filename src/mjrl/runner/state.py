@@ -1,13 +1,16 @@
-"""Where a run stands, and the one place that writes it into a checkpoint and reads it back
-(the format: `mjrl.checkpoint`; older ones are read as it through `mjrl.compat`)."""
+"""Where a run stands: its counters (`TrainingState`), its random streams (`RngStates`), what a
+checkpoint holds of it (`checkpoint_contents`; the format: `mjrl.checkpoint`, older ones read
+as it through `mjrl.compat`) and the lockstep of the ranks. `mjrl.runner.resume` takes it back."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import random
 import uuid
 from typing import Any
 
+import numpy as np
 import torch
 
 from mjrl.checkpoint import FORMAT
@@ -108,45 +111,11 @@ def gather_env_states(ctx: DistContext, env: VecEnv) -> list[dict[str, torch.Ten
     return [{name: value[rank].cpu() for name, value in gathered.items()} for rank in range(ctx.world_size)]
 
 
-def restore_env_state(ctx: DistContext, checkpoint: dict[str, Any] | None, env: VecEnv) -> None:
-    """Every rank takes back the env state it saved (rank 0 holds the checkpoint and sends each
-    rank its own). A rank the checkpoint has none for (a run resumed on more ranks, or saved
-    before every rank's was kept) takes rank 0's: its envs go on from the curriculum rank 0
-    reached rather than from the first rows. A collective: every rank of a resume calls it,
-    before the random streams are restored (the envs restart their episodes)."""
-    saved: list[dict[str, torch.Tensor]] = checkpoint["env_ranks"] if checkpoint is not None else []
-    if not ctx.is_distributed:
-        env.load_resume_state(saved[0] if saved else {})
-        return
-    template = env.resume_state()
-    names = list(template)
-    by_rank = {
-        name: torch.zeros(ctx.world_size, *value.shape, dtype=value.dtype, device=ctx.device)
-        for name, value in template.items()
-    }
-    present = torch.zeros(ctx.world_size, len(names), dtype=torch.long, device=ctx.device)
-    for rank in range(ctx.world_size if saved else 0):
-        source = saved[rank] if rank < len(saved) else saved[0]
-        for k, name in enumerate(names):
-            value = source.get(name)
-            if value is not None and value.shape == template[name].shape:
-                by_rank[name][rank] = value.to(ctx.device, template[name].dtype)
-                present[rank, k] = 1
-    ctx.broadcast_tensors([present, *by_rank.values()])
-    mine = {name: by_rank[name][ctx.rank] for k, name in enumerate(names) if present[ctx.rank, k]}
-    env.load_resume_state(mine)
-
-
-def restore_streams_and_counters(checkpoint: dict[str, Any], algorithm: Algorithm, env: VecEnv) -> TrainingState:
-    """The random streams restored in place (the algorithm's state and the env's were, before:
-    `start.resume`); returns the run's counters."""
-    RngStates.from_dict(checkpoint["rng"]).restore(env, algorithm)
-    return TrainingState(
-        iteration=checkpoint["iteration"],
-        env_steps=checkpoint["env_steps"],
-        wall_s=checkpoint["wall_s"],
-        tracker_id=checkpoint["wandb_id"],
-    )
+def seed_everything(seed: int) -> None:
+    """Python's, NumPy's and torch's global random streams, from one seed."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def sync_from_main(ctx: DistContext, algorithm: Algorithm, state: TrainingState) -> TrainingState:
