@@ -71,10 +71,9 @@ def runs(site: Path, task: str, work: Path, iterations: int, extra: list[str]) -
     teacher = task.removesuffix(STUDENT_SUFFIX)
     train(site, teacher, log_root / "teacher", 2, [])
     teacher_run = newest_run(log_root / "teacher", teacher)
-    # The former spellings, which every version reads (the newer ones with a note), and the same
-    # minibatches as the other tasks': the distillation's own setting before it was --algorithm.*.
-    distil = ["--distillation.teacher", str(teacher_run), "--distillation.num-mini-batches", "2"]
-    return train(site, task, log_root, iterations, [*extra, *distil])
+    # The former spelling, which every version reads as it meant (the newer ones with a note: the
+    # --algorithm.* flags beside it were PPO's, which distillation ignored).
+    return train(site, task, log_root, iterations, [*extra, "--distillation.teacher", str(teacher_run)])
 
 
 def first_difference(a: list[dict], b: list[dict]) -> str | None:

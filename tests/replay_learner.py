@@ -97,10 +97,13 @@ class ReplayLearner:
         log_prob = policy.distribution(policy.normalize_actor(batch["obs"])).log_prob(batch["action"])
         loss = td.pow(2).mean() - (log_prob * td.detach().sign()).mean()
         grads = torch.autograd.grad(loss, self.params)
-        flat = self.ctx.all_reduce_mean(torch.cat([g.reshape(-1) for g in grads]))  # ranks in lockstep
-        for param, grad in zip(self.params, flat.split([p.numel() for p in self.params]), strict=True):
+        # The gradients averaged over ranks, with whether any rank's ring still lacks a batch (a
+        # rank resumed without its ring starts it empty): every rank steps, or skips, alike.
+        lacking = (self.replay.written < cfg.batch_size).float().reshape(1)
+        flat = self.ctx.all_reduce_mean(torch.cat([*(g.reshape(-1) for g in grads), lacking]))
+        for param, grad in zip(self.params, flat[:-1].split([p.numel() for p in self.params]), strict=True):
             param.grad = grad.view_as(param)
-        skip = self.replay.written < cfg.batch_size
+        skip = flat[-1] > 0
         self.optimizer.step(skip)
         taken = (~skip).double()
         return torch.stack([td.detach().pow(2).mean().double() * taken, taken])

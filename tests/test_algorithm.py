@@ -134,3 +134,22 @@ def test_a_step_with_a_nonfinite_loss_is_skipped_on_the_device():
     assert totals["consecutive_skips"] == 10
     with pytest.raises(NonFiniteUpdate, match="10 consecutive PPO updates had a non-finite loss"):
         ppo.update_metrics(totals)
+
+
+def test_a_transition_holds_what_the_actions_were_chosen_for_and_what_followed():
+    """The env rewrites its observation tensors in place at every step: the transition's `obs`
+    is a copy taken before the step, not the env's tensors (which then hold `next_obs`)."""
+    from mjrl.rl.algorithm import Transition
+
+    cfg = dataclasses.replace(TASK.env_cfg, num_envs=8)
+    env = VecEnv(cfg, TASK.build(cfg), torch.device(DEVICE), seed=0)
+    algorithm = make_algorithm(TASK.agent_cfg.replace(num_mini_batches=2), env, 8, single_process(DEVICE), seed=0)
+    seen: list[Transition] = []
+    algorithm.process_env_step = seen.append  # what the loop hands the algorithm
+    before = {group: value.clone() for group, value in env.obs.items()}
+    next_obs = rollout_step(env, algorithm, env.obs)
+    (transition,) = seen
+    assert all(torch.equal(transition.obs[group], before[group]) for group in before)
+    assert not torch.equal(transition.obs["actor"], transition.next_obs["actor"])
+    assert transition.next_obs is next_obs and transition.final_obs.keys() == before.keys()
+    assert transition.actions.shape == (8, env.num_actions) and transition.rewards.shape == (8,)

@@ -81,6 +81,16 @@ def test_a_resume_without_the_ring_starts_it_empty_and_says_so(tmp_path):
     assert [m["gradient_steps"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [13, 13]
 
 
+def test_a_ring_that_does_not_fit_the_resumed_learner_is_one_line(tmp_path):
+    first = train("--runner.max-iterations", "1", "--log-root", str(tmp_path))
+    run_dir = Path(first["run_dir"])
+    result = run_main("train", BALANCE, "--device", "cpu", *FLAGS, "--runner.max-iterations", "2",
+                      "--resume-dir", str(run_dir), "--algorithm.buffer-size", "512")  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "bulk_000001.pt does not fit this run's algorithm" in result.stderr and "delete it" in result.stderr
+    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0]
+
+
 def test_an_update_schedule_that_does_not_divide_the_rollout_is_one_line(tmp_path):
     log_root = tmp_path / "logs"
     result = run_main("train", BALANCE, "--device", "cpu", *FLAGS, "--algorithm.update-every", "5",

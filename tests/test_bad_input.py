@@ -56,6 +56,7 @@ CASES = {
                           "exactly one of"),
     "play-no-episodes": (["play", BALANCE, "--run-dir", "{balance}", "--episodes", "0"], "--episodes"),
     "play-no-envs": (["play", BALANCE, "--run-dir", "{balance}", "--env.num-envs", "0"], "--env.num-envs"),
+    "resume-without-value": (["train", BALANCE, "--runner.max-iterations", "1", "--resume"], "--resume"),
     # play --video: paths, formats and lengths
     "video-format": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.avi"], "must end in .mp4"),
     "video-endless": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4",

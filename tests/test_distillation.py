@@ -79,7 +79,7 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
     # A student's run goes on only as a distillation, and a teacher's only with PPO.
     as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--algo", "ppo",
                       "--runner.max-iterations", "5")  # fmt: skip
-    assert as_ppo.returncode == 2 and "--algo ppo: this run trains with distillation" in as_ppo.stderr
+    assert as_ppo.returncode == 2 and "--algo ppo chooses ppo, but this run trains with distillation" in as_ppo.stderr
     assert "Traceback" not in as_ppo.stderr
 
 
@@ -139,10 +139,14 @@ def test_a_distillation_of_the_former_layout_resumes_and_the_former_flags_still_
     from mjrl.rl import PpoConfig
 
     old_flags = run_main("train", STUDENT_TASK, *TINY_RUN, "--distillation.teacher", str(teacher),
-                         "--log-root", str(log_root), "--runner.max-iterations", "1")  # fmt: skip
+                         "--algorithm.clip-param", "0.1", "--log-root", str(log_root),
+                         "--runner.max-iterations", "1")  # fmt: skip
     assert old_flags.returncode == 0, old_flags.stderr[-3000:]
     assert "note: --distillation.teacher is now --algorithm.teacher, with --algo distillation" in old_flags.stderr
+    # PPO's flags beside it (TINY_RUN's minibatches too) were ignored by distillation: still.
+    assert "note: --algorithm.clip-param beside --distillation.teacher was PPO's" in old_flags.stderr
     run_dir = Path(last_json(old_flags.stdout)["run_dir"])
+    assert load_newest_checkpoint(run_dir)[1]["config"]["algorithm"]["num_mini_batches"] == 4  # distillation's own
 
     def former(config: dict) -> dict:  # today's layout, written back as the former one
         return {**config, "algo": "auto", "algorithm": to_dict(PpoConfig()), "distillation": config["algorithm"]}
@@ -158,6 +162,17 @@ def test_a_distillation_of_the_former_layout_resumes_and_the_former_flags_still_
     _, state = load_newest_checkpoint(run_dir)
     assert state["iteration"] == 2 and state["config"]["algo"] == "distillation"
     assert state["config"]["algorithm"]["teacher"] == str(teacher) and "distillation" not in state["config"]
+    # Without a teacher, the former flags chose PPO: they are dropped with a note.
+    no_teacher = run_main("train", "Mjrl-Cartpole-Balance", *TINY_RUN, "--distillation.teacher", "",
+                          "--runner.max-iterations", "1", "--log-root", str(tmp_path / "ppo"))  # fmt: skip
+    assert no_teacher.returncode == 0, no_teacher.stderr[-3000:]
+    assert "names no teacher: ignored, PPO trains as before" in no_teacher.stderr
+    assert "clip_fraction" in read_jsonl(Path(last_json(no_teacher.stdout)["run_dir"]) / "metrics.jsonl")[0]
     # Another algorithm beside the former flags is one line.
     both = run_main("train", STUDENT_TASK, "--algo", "ppo", "--distillation.teacher", str(teacher))
     assert both.returncode == 2 and "--algo ppo does not distil" in both.stderr and both.stderr.count("\n") == 1
+    # The former flags on a run that trained PPO: one line naming them.
+    on_ppo = run_main("train", TEACHER_TASK, *TINY_RUN, "--resume-dir", str(teacher), "--distillation.teacher",
+                      str(teacher))  # fmt: skip
+    assert on_ppo.returncode == 2
+    assert "--distillation.teacher chooses distillation, but this run trains with ppo" in on_ppo.stderr

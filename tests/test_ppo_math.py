@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from mjrl.rl.networks import ActorCritic, DeployedActor, DiagonalGaussian
@@ -199,3 +200,17 @@ def test_actor_and_critic_gradients_are_clipped_separately():
     ppo.clip_gradients()
     assert math.isclose(norm([*actor, *policy.critic.parameters()]), 1.0, rel_tol=1e-5)
     assert norm(actor) < 1e-3
+
+
+def test_a_rollout_refuses_a_field_its_own_attributes_would_hide():
+    from mjrl.rl.storage import Field, Rollout
+
+    rollout = Rollout(2, 3, {"rewards": Field(), "actions": Field((2,))}, torch.device("cpu"))
+    rollout.store(rewards=torch.ones(3), actions=torch.ones(3, 2))
+    rollout.next_step()
+    assert rollout.rewards.shape == (2, 3) and rollout.flat("actions").shape == (6, 2)
+    assert rollout.rewards[0].tolist() == [1.0, 1.0, 1.0] and int(rollout.step) == 1
+    with pytest.raises(AttributeError, match="stores no field 'values'"):
+        rollout.values  # noqa: B018
+    with pytest.raises(ValueError, match=r"\['step', 'store'\]"):
+        Rollout(2, 3, {"step": Field(), "store": Field()}, torch.device("cpu"))

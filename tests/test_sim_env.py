@@ -204,6 +204,13 @@ def test_a_task_declares_noise_and_normalisation_per_observation_group():
             e.step(torch.zeros(8, 1, device=e.device))
     policy = make_algorithm(BALANCE.agent_cfg, env, 8, single_process(DEVICE), seed=0).inference_policy()
     assert policy.actor_normalizer is not None and policy.critic_normalizer is None
+    # Naming a group for its normalisation leaves its noise as it was (the actor's on).
+    only_normalisation = {"actor": ObsGroup(normalize=False)}
+    spec = dataclasses.replace(BALANCE.build(cfg), obs_groups=only_normalisation)
+    plain = VecEnv(cfg, spec, torch.device(DEVICE), seed=0)
+    assert plain.obs_spec["actor"].noise and not plain.obs_spec["actor"].normalize
+    with pytest.raises(UsageError, match=r"obs_groups names \['camera'\]"):
+        check_task_spec(dataclasses.replace(spec, obs_groups={"camera": ObsGroup()}))
 
 
 class ReversedWrites(TorchDispatchMode):

@@ -54,25 +54,63 @@ def _new_name(name: str, default: Any, flags: set[str]) -> str | None:
     return None
 
 
-def moved_distillation_flags(args: list[str], algo: str | None, notes: TextIO | None = None) -> str | None:
-    """Rewrite, in place, the flags of distillation's former section (`--distillation.teacher
-    RUN`) as `--algorithm.*`, each with one note; they choose `--algo distillation`, as naming a
-    teacher did. Returns the algorithm: `algo`, or distillation when such a flag came without
-    one. Another algorithm named beside them is a usage error."""
+def moved_distillation_flags(args: list[str], algo: str | None, notes: TextIO | None = None) -> tuple[str | None, bool]:
+    """Read, in place, the flags of distillation's former section as they meant. Naming a
+    teacher (`--distillation.teacher RUN`) chose distillation: its flags become `--algorithm.*`
+    and choose `--algo distillation`, and the `--algorithm.*` flags beside them, PPO's then,
+    which distillation ignored, are dropped. Without a teacher they chose PPO and are dropped.
+    One note per flag. Returns (the algorithm: `algo`, or distillation when a teacher chose it;
+    whether one did). Another algorithm named beside a teacher is a usage error."""
     notes = notes or sys.stderr
-    moved = False
-    for i, arg in enumerate(args):
-        name, sep, value = arg.partition("=")
-        if not name.replace("_", "-").startswith("--distillation."):
-            continue
-        new = "--algorithm." + name.replace("_", "-").removeprefix("--distillation.")
-        if algo not in (None, "auto", "distillation"):
-            raise UsageError(f"{name} is distillation's (now {new} with --algo distillation), but --algo {algo} does "
-                             "not distil: drop one")  # fmt: skip
+    former = [i for i, arg in enumerate(args) if _flag_name(arg).startswith("--distillation.")]
+    if not former:
+        return algo, False
+    teacher = next((_flag_value(args, i) for i in former if _flag_name(args[i]) == "--distillation.teacher"), "")
+    if not teacher:
+        for name in _drop_flags(args, former):
+            print(f"note: {name} names no teacher: ignored, PPO trains as before", file=notes)
+        return algo, False
+    if algo not in (None, "auto", "distillation"):
+        raise UsageError(f"--distillation.teacher chooses distillation (now --algo distillation --algorithm.teacher), "
+                         f"but --algo {algo} does not distil: drop one")  # fmt: skip
+    ppo = [i for i, arg in enumerate(args) if _flag_name(arg).startswith("--algorithm.")]
+    for i in former:
+        name = _flag_name(args[i])
+        new = "--algorithm." + name.removeprefix("--distillation.")
         print(f"note: {name} is now {new}, with --algo distillation", file=notes)
-        args[i] = f"{new}{sep}{value}"
-        moved = True
-    return "distillation" if moved else algo
+        args[i] = new + args[i][len(args[i].partition("=")[0]) :]
+    for name in _drop_flags(args, ppo):
+        print(f"note: {name} beside --distillation.teacher was PPO's, which distillation ignored: dropped", file=notes)
+    return "distillation", True
+
+
+def _flag_name(arg: str) -> str:
+    return arg.partition("=")[0].replace("_", "-") if arg.startswith("--") else ""
+
+
+def _flag_value(args: list[str], i: int) -> str:
+    """The value of the flag at `i` (`--flag=value`, or the next argument)."""
+    _, sep, value = args[i].partition("=")
+    if sep:
+        return value
+    return args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else ""
+
+
+def _drop_flags(args: list[str], positions: list[int]) -> list[str]:
+    """Remove the flags at `positions`, each with its values (up to the next flag); their names."""
+    names, keep, i = [], [], 0
+    while i < len(args):
+        if i not in positions:
+            keep.append(args[i])
+            i += 1
+            continue
+        names.append(_flag_name(args[i]))
+        inline = "=" in args[i]
+        i += 1
+        while not inline and i < len(args) and not args[i].startswith("--"):
+            i += 1  # its values
+    args[:] = keep
+    return names
 
 
 def known_flags(default: Any) -> list[str]:

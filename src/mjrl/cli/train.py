@@ -50,7 +50,9 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     preset = pop_option(args, "--preset")
     config_file = pop_option(args, "--config")
     # The algorithm types the --algorithm.* section, so it is known before the flags are parsed.
-    algo = moved_distillation_flags(args, pop_option(args, "--algo"))
+    given = pop_option(args, "--algo")
+    algo, former_distillation = moved_distillation_flags(args, given)
+    chosen_by = "--distillation.teacher" if former_distillation and given is None else f"--algo {algo}"
     saved = upgrade_config(read_yaml(Path(config_file), "config file")) if config_file else None
     if saved is not None:
         plugins = _merged(saved.get("plugins", ()), plugins)
@@ -70,14 +72,17 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     from mjrl.runner.resume import resumed_run_config_file
 
     preset_values = load_preset(preset) if preset else None
+    if former_distillation and preset_values and preset_values.pop("algorithm", None) is not None:
+        print(f"note: --preset {preset}'s algorithm settings are PPO's, which distillation ignored: dropped",
+              file=sys.stderr)  # fmt: skip
     given_algo = algo or (saved or {}).get("algo") or (preset_values or {}).get("algo")
     defaults = TrainConfig.for_task(task, given_algo or "ppo")
-    run_config = resumed_run_config_file(task_name, _resume_target(defaults, args))
+    run_config = resumed_run_config_file(task_name, _resume_target(defaults, args, preset_values, saved))
     if run_config is not None:
         # A resume continues the experiment the run was: its own config is the base, and what
         # the command line gives changes it. Starting from the task's defaults instead quietly
         # changed the rewards of a run resumed without its --config.
-        defaults = _run_config(task, given_algo, run_config, task_name)
+        defaults = _run_config(task, given_algo, run_config, task_name, chosen_by)
         plugins = _merged(defaults.plugins, plugins)
     args = rename_known_flags(args, defaults)
     cfg = _compose(task_name, defaults, preset_values, saved, args, algo, plugins)
@@ -86,24 +91,27 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     return task, cfg
 
 
-def _resume_target(defaults: TrainConfig, args: list[str]) -> TrainConfig:
-    """`defaults` with the command line's `--resume`, `--resume-dir` and `--log-root`: which run
-    a resume continues is known before the flags are parsed, because that run's config (its
-    algorithm included, which types `--algorithm.*`) is what they change. Parsed again, with
-    every other flag, into the run's config (a malformed value is refused there)."""
+def _resume_target(defaults: TrainConfig, args: list[str], *files: dict | None) -> TrainConfig:
+    """`defaults` with `--resume`, `--resume-dir` and `--log-root` as the preset, the config
+    file and the command line give them (in that order): which run a resume continues is known
+    before the flags are parsed, because that run's config (its algorithm included, which
+    types `--algorithm.*`) is what they change. Parsed again, with every other flag, into the
+    run's config (a malformed or missing value is refused there)."""
     import argparse
 
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--resume")
-    parser.add_argument("--resume-dir", "--resume_dir")
-    parser.add_argument("--log-root", "--log_root")
-    known, _ = parser.parse_known_args(args)
-    return dataclasses.replace(
-        defaults,
-        resume=known.resume == "True" if known.resume is not None else defaults.resume,
-        resume_dir=known.resume_dir if known.resume_dir is not None else defaults.resume_dir,
-        log_root=known.log_root if known.log_root is not None else defaults.log_root,
-    )
+    given = {k: v for f in files if f for k, v in f.items() if k in ("resume", "resume_dir", "log_root")}
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("--resume", nargs="?")
+    parser.add_argument("--resume-dir", "--resume_dir", nargs="?")
+    parser.add_argument("--log-root", "--log_root", nargs="?")
+    try:
+        known, _ = parser.parse_known_args(args)
+    except argparse.ArgumentError:
+        return dataclasses.replace(defaults, **given)
+    if known.resume is not None:
+        given["resume"] = known.resume == "True"
+    given |= {k: v for k, v in (("resume_dir", known.resume_dir), ("log_root", known.log_root)) if v is not None}
+    return dataclasses.replace(defaults, **given)
 
 
 def _check_same_teacher(trained_with: str, given: str) -> None:
@@ -152,7 +160,7 @@ def _same_path(given: str, recorded: str) -> bool:
     return resolved[len(resolved) - len(parts) :] == parts or resolved == Path(recorded).resolve().parts
 
 
-def _run_config(task: Task, algo: str | None, path: Path, task_name: str) -> TrainConfig:
+def _run_config(task: Task, algo: str | None, path: Path, task_name: str, chosen_by: str) -> TrainConfig:
     """The task's defaults for the run's algorithm (`algo` when given, else the run's own),
     changed by what the run being resumed trained and wrote as (`RESUMED`; a run of another task
     is left for the resume's own check to refuse, by name)."""
@@ -164,7 +172,10 @@ def _run_config(task: Task, algo: str | None, path: Path, task_name: str) -> Tra
     import_plugins(run.get("plugins", ()))  # what the run registered its algorithm or terrain with
     trained = chosen_name(run.get("algo", "ppo"))
     if algo is not None and chosen_name(algo) != trained and run.get("task", task_name) == task_name:
-        raise UsageError(f"--algo {algo}: this run trains with {trained}; resume it without --algo, or start a new run")
+        raise UsageError(
+            f"{chosen_by} chooses {chosen_name(algo)}, but this run trains with {trained}: resume it without, or "
+            "start a new run"
+        )
     defaults = TrainConfig.for_task(task, trained)
     if run.get("task", task_name) != task_name:
         return defaults

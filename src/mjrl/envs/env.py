@@ -14,6 +14,7 @@ invisible to its replays (`tests/test_sim_env.py` checks that none is).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -340,8 +341,11 @@ class VecEnv:
         return obs
 
     def _group(self, group: str) -> ObsGroup:
-        """The task's settings of an observation group (noise for the actor's alone by default)."""
-        return self.task.obs_groups.get(group, ObsGroup(noise=group == "actor"))
+        """The task's settings of an observation group, noise decided (the actor's alone by default)."""
+        settings = self.task.obs_groups.get(group, ObsGroup())
+        if settings.noise is None:
+            settings = dataclasses.replace(settings, noise=group == "actor")
+        return settings
 
     def _per_column(self, terms: dict[str, ObsTerm], value: Callable[[ObsTerm], float]) -> torch.Tensor:
         """`value(term)` for every column a group's terms fill (history included)."""

@@ -87,9 +87,9 @@ class ObsTerm:
 class ObsGroup:
     """A task's settings of one observation group, beyond its terms (`TaskSpec.obs_groups`)."""
 
-    noise: bool = False
-    """Add the terms' `noise_std` when `EnvConfig.obs_noise` is on. A group the task does not
-    name has it for "actor" only: the policy must cope with its sensors, while privileged
+    noise: bool | None = None
+    """Add the terms' `noise_std` when `EnvConfig.obs_noise` is on. None (and a group the task
+    does not name): for "actor" only, the policy must cope with its sensors while privileged
     state for the critic stays clean."""
     normalize: bool = True
     """Let a learner's running normaliser scale the group (False for inputs already in range)."""
@@ -189,6 +189,9 @@ def check_task_spec(spec: TaskSpec) -> None:
     """Compile the task's scene and resolve its robot's names on the host (a fraction of a
     second), so a wrong file, name or terrain setting is a usage error before a run directory is
     made or kernels compile."""
+    unknown = sorted(set(spec.obs_groups) - set(spec.observations))
+    if unknown:
+        raise UsageError(f"obs_groups names {unknown}, which are no observation groups of the task")
     for group, terms in spec.observations.items():
         for name, term in terms.items():
             if not isinstance(term.history, int) or term.history < 1:

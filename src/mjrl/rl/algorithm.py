@@ -63,7 +63,8 @@ class Transition:
     can be bootstrapped from `final_obs` and a termination not."""
 
     obs: Observations
-    """The observations the actions were chosen for (raw, as the env returned them)."""
+    """The observations the actions were chosen for (raw, as the env returned them; a copy: the
+    env rewrites its observation tensors in place at every step)."""
     actions: torch.Tensor
     """The policy's actions (what a hook may have changed on their way to the env is not here)."""
     rewards: torch.Tensor
@@ -74,8 +75,9 @@ class Transition:
     next_obs: Observations
     """The observations after the step; for an env whose episode ended, the first of its next."""
     final_obs: Observations
-    """The observations after the step before any reset: an ended episode's last (its
-    bootstrap), equal to `next_obs` elsewhere."""
+    """The observations after the step, before any reset: an ended episode's last (its
+    bootstrap); elsewhere of the same state as `next_obs` (with noise and history drawn for
+    them apart, so not bit-equal with observation noise on)."""
     extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """The env's extras, as `VecEnv.step` returned them."""
 
@@ -174,11 +176,17 @@ class Algorithm(Protocol):
         ...
 
 
-def rollout_step(env: Any, algorithm: Algorithm, obs: Observations) -> Observations:
-    """One env step as the loop takes it (without its hooks and clips): `algorithm` acts on
-    `obs`, `env` steps, the algorithm gets the transition. Returns the next observations."""
+def rollout_step(
+    env: Any, algorithm: Algorithm, obs: Observations, change: Callable[[torch.Tensor], torch.Tensor] | None = None
+) -> Observations:
+    """One env step of the loop: `algorithm` acts on `obs`, `env` steps (with the actions as
+    `change` makes them: the runner's hooks), the algorithm gets the transition. Returns the
+    next observations. The runner's rollout and code that drives an algorithm by hand (unit
+    tests, `count_kernels.py`) both step with it."""
     actions = algorithm.act(obs)
-    transition = Transition.of_step(obs, actions, env.step(actions))
+    acted_on = {group: value.clone() for group, value in obs.items()}  # the env rewrites obs in place
+    outcome = env.step(change(actions) if change is not None else actions)
+    transition = Transition.of_step(acted_on, actions, outcome)
     algorithm.process_env_step(transition)
     return transition.next_obs
 

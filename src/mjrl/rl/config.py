@@ -20,7 +20,8 @@ class RunnerConfig:
     save_bulk_state: bool = True
     """With each checkpoint, also write the algorithm's bulky state (an off-policy learner's
     replay buffer) into `checkpoints/bulk_<iteration>.pt`, keeping only the newest; a resume
-    reads it when it is there. False: a resume starts that state empty. PPO has none."""
+    reads the one of its checkpoint when it is there. False: none is written, so a resume from
+    a later checkpoint starts that state empty. PPO has none."""
     eval_interval: int = 0
     """Every this many iterations (and at the end), rank 0 runs the deterministic policy (the
     Gaussian's mean) for one whole episode on each of `eval_envs` separate envs with clean

@@ -35,6 +35,9 @@ class Rollout:
     that were in force while they were collected."""
 
     def __init__(self, steps: int, envs: int, fields: Mapping[str, Field], device: torch.device) -> None:
+        taken = sorted(name for name in fields if hasattr(Rollout, name) or name in ("fields", "step"))
+        if taken:
+            raise ValueError(f"rollout fields {taken} would be hidden by its own attributes: rename them")
         self.fields = {
             name: torch.zeros(steps, envs, *f.shape, dtype=f.dtype, device=device) for name, f in fields.items()
         }

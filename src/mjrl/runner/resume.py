@@ -159,7 +159,13 @@ def restore_bulk_state(algorithm: Algorithm, source: Path) -> None:
     if bulk is None:
         print(f"note: no {bulk_path(source).name} beside {source.name}: the algorithm's bulky state starts empty")
         return
-    algorithm.load_bulk_state(bulk)
+    try:
+        algorithm.load_bulk_state(bulk)
+    except (RuntimeError, KeyError, ValueError) as exc:  # shapes or names of another configuration
+        raise UsageError(
+            f"{bulk_path(source)} does not fit this run's algorithm ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); delete it to resume without it"
+        ) from exc
 
 
 def restore_env_state(ctx: DistContext, checkpoint: dict[str, Any] | None, env: VecEnv) -> None:
@@ -193,7 +199,7 @@ def restore_env_state(ctx: DistContext, checkpoint: dict[str, Any] | None, env: 
 
 def restore_streams_and_counters(checkpoint: dict[str, Any], algorithm: Algorithm, env: VecEnv) -> TrainingState:
     """The random streams restored in place (the algorithm's state and the env's were, before:
-    `start.resume`); returns the run's counters."""
+    `resume`); returns the run's counters."""
     RngStates.from_dict(checkpoint["rng"]).restore(env, algorithm)
     return TrainingState(
         iteration=checkpoint["iteration"],

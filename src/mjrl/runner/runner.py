@@ -25,7 +25,7 @@ from mjrl.distributed import DistContext, usable_cores
 from mjrl.distributed.preemption import Preempted, StopFlag
 from mjrl.envs import Task, VecEnv
 from mjrl.rl import AgentConfig, Algorithm
-from mjrl.rl.algorithm import Transition, update_every
+from mjrl.rl.algorithm import rollout_step, update_every
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.graphs import LoopGraphs
 from mjrl.runner.hooks import LoopHook
@@ -85,6 +85,9 @@ class Runner:
         """CPU threads for the update with automatic threads: this rank's share of the cores
         this process may use (looked up once, not at every iteration)."""
         self.stop = stop or StopFlag()
+        self.learned_this_iteration = False
+        """Whether an update has run in this iteration (an algorithm that learns every N steps):
+        the policy is no longer the last completed iteration's, so a stop does not save it early."""
         self.saved_on_stop = False
         self.stop_checkpoint: Path | None = None
         """On rank 0, a checkpoint `_save_on_stop` created, deleted once the stop's own is written."""
@@ -164,12 +167,14 @@ class Runner:
         clock = SegmentClock(self.ctx.device)
         comm_before = self.ctx.comm.seconds
         update_sums: dict[str, torch.Tensor] = {}
+        self.learned_this_iteration = False
         for _ in range(steps // every):
             clock.mark("collection_s")
             self._segment("rollout", lambda: self.collect(every), eager)
             clock.mark("learning_s")
             with self._update_threads():
                 sums = self._segment("update", self.algorithm.update, eager)
+            self.learned_this_iteration = True
             # A replayed graph rewrites its result: an iteration of several updates adds copies.
             update_sums = sums if steps == every else add_sums(update_sums, sums)
         times = clock.read()
@@ -211,19 +216,19 @@ class Runner:
         obs = env.obs
         for _ in range(steps or self.cfg.runner.num_steps_per_env):
             self.ctx.progress()
-            if self.stop.requested and not self.saved_on_stop:
+            if self.stop.requested and not self.saved_on_stop and not self.learned_this_iteration:
                 self._save_on_stop()
-            actions = algorithm.act(obs)
-            sent = actions
-            for hook in self.hooks:
-                sent = hook.actions(sent)
-            transition = Transition.of_step(obs, actions, env.step(sent))
+            obs = rollout_step(env, algorithm, obs, self._hooked_actions if self.hooks else None)
             if clips is not None and clips.recording:
                 clips.record(env)
-            algorithm.process_env_step(transition)
-            obs = transition.next_obs
         if not update_every(algorithm):
             algorithm.compute_returns(obs)
+
+    def _hooked_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """The actions as the hooks hand them to the env."""
+        for hook in self.hooks:
+            actions = hook.actions(actions)
+        return actions
 
     # -------------------------------------------------------------------------- metrics
 
@@ -307,7 +312,8 @@ class Runner:
         """A stop was asked for: the ranks will agree to stop at the end of this iteration, but
         when the signal came from the launcher because a peer died, this iteration's collectives
         fail. Rank 0 checkpoints the last completed iteration now, so it is never lost; the
-        policy has not changed since it completed. A file this creates is kept in mind for
+        policy has not changed since it completed (not called once an algorithm that learns
+        every N steps has updated in this iteration). A file this creates is kept in mind for
         `_drop_stop_checkpoint`."""
         self.saved_on_stop = True
         # Not a file already there: the periodic one, or the one this session resumed from.
@@ -356,14 +362,16 @@ class SegmentClock:
     the host's clock is read."""
 
     def __init__(self, device: torch.device) -> None:
+        self.device = device
         self.cuda = device.type == "cuda"
         self.marks: list[tuple[str, Any]] = []
 
     def mark(self, label: str) -> None:
         """From now on, time counts as `label` (until the next mark)."""
         if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            with torch.cuda.device(self.device):  # the run's GPU, whichever is current
+                event = torch.cuda.Event(enable_timing=True)
+                event.record(torch.cuda.current_stream(self.device))
             self.marks.append((label, event))
         else:
             self.marks.append((label, time.perf_counter()))
@@ -380,9 +388,11 @@ class SegmentClock:
 
 
 def add_sums(total: dict[str, torch.Tensor], sums: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """`total + sums` by name, in new tensors (the first `sums` copied): an update's sums may be
-    a graph's outputs, which its next replay overwrites."""
-    return {name: total[name] + value if name in total else value.clone() for name, value in sums.items()}
+    """`total + sums` by name (a name only one has keeps its value), in new tensors: an update's
+    sums may be a graph's outputs, which its next replay overwrites. Sums only: a figure that is
+    not a sum over the update's steps would be multiplied by the number of updates."""
+    added = {name: total[name] + value if name in total else value.clone() for name, value in sums.items()}
+    return {**total, **added}
 
 
 def parameters_sha256(policy: torch.nn.Module) -> str:

@@ -79,6 +79,13 @@ class Episodes:
         return out
 
 
+def reset_where_done(policy: object, dones: torch.Tensor) -> None:
+    """`policy.reset(dones)`; a plugin's policy written before `reset` existed carries nothing."""
+    reset = getattr(policy, "reset", None)
+    if reset is not None:
+        reset(dones)
+
+
 @torch.no_grad()
 def run_episodes(
     env: VecEnv,
@@ -100,7 +107,7 @@ def run_episodes(
     while not record.complete():
         counting = record.finished < per_env  # envs still in an episode that counts
         obs, reward, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
-        policy.reset(terminated | truncated)
+        reset_where_done(policy, terminated | truncated)
         if metrics_fn is not None:
             for name, value in metrics_fn(env).items():
                 idle = ~counting.view(-1, *([1] * (value.dim() - 1)))  # per env, whatever the value's shape

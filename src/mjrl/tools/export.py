@@ -22,6 +22,7 @@ import torch
 from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
 from mjrl.files import atomic_target, make_dirs
+from mjrl.rl.networks import DeployedActor
 from mjrl.rl.policies import TrainedPolicy
 
 Format = Literal["onnx", "torchscript"]
@@ -132,7 +133,9 @@ def export_policy(
             raise UsageError("this task adds offsets to the joint targets that it cannot describe for export")
         feedforward = env.task.action_feedforward_deployment(env)
     offset = env.action_offset.float().cpu()
-    model = policy.deployable(offset, env.action_scale, cfg.action_clip) if scaled_actions else policy.deployable()
+    # A plugin's policy written before `deployable` existed is an actor-critic: its actor, as mlp's.
+    deployable = getattr(policy, "deployable", lambda *args: DeployedActor(policy, *args))
+    model = deployable(offset, env.action_scale, cfg.action_clip) if scaled_actions else deployable()
     obs_size = env.obs_dims["actor"]
     make_dirs(out.parent)
     example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import torch
 
     from mjrl.envs import EnvConfig, Task, VecEnv
-    from mjrl.rl import PolicyConfig, TrainedPolicy
+    from mjrl.rl import TrainedPolicy
 
 
 def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) -> tuple[Path, dict]:
@@ -43,12 +43,6 @@ def trained_env_config(task: Task, state: dict | None) -> EnvConfig:
         return task.env_cfg
     return apply_dict(task.env_cfg, state["config"]["env"], "env.")
 
-
-def trained_policy_config(task: Task, state: dict) -> PolicyConfig:
-    """The policy config a checkpoint was trained with."""
-    from mjrl.rl.config import saved_policy_config
-
-    return saved_policy_config(state["config"], task.agent_cfg.policy)
 
 
 def load_trained(

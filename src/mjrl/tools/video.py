@@ -133,13 +133,15 @@ def record_states(env: Any, policy: Any, steps: int, until_episode_end: bool = F
     """`video_state` of env 0 at reset and after each of `steps - 1` steps of the deterministic
     policy: `steps` states, one per control period. Episodes that end are reset and go on; with
     `until_episode_end`, the states stop before env 0's first reset (fewer than `steps` then)."""
+    from mjrl.tools.evaluate import reset_where_done
+
     obs = env.reset()
     first = video_state(env)[0]
     states = torch.empty(steps, first.shape[0], device=env.device)
     states[0] = first
     for k in range(1, steps):
         obs, _, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
-        policy.reset(terminated | truncated)
+        reset_where_done(policy, terminated | truncated)
         if until_episode_end and bool(terminated[0] | truncated[0]):  # a host read: tools only
             return states[:k].cpu().numpy()
         states[k] = video_state(env)[0]
