@@ -187,3 +187,30 @@ def test_a_dying_launchers_sigint_is_a_failure_not_a_stop_request(tmp_path):
     assert "stopped as asked" not in (tmp_path / "stdout").read_text()
     assert peers.get("abort").decode() == reason
     assert f"mjrl watchdog (rank 1): {reason}" in (tmp_path / "stderr").read_text()
+
+
+REPLAYED_RUN = ("Mjrl-Cartpole-Balance", "--device", "cpu", "--plugins", "emulated_graphs", "--logger", "none",
+                "--env.num-envs", "16", "--runner.num-steps-per-env", "64", "--algorithm.num-mini-batches", "2",
+                "--runner.eval-interval", "0", "--nproc-per-node", "1", "--hang-timeout-s", "2",
+                "--max-restarts", "0")  # fmt: skip
+
+
+def test_replayed_iterations_feed_the_watchdog_and_a_stall_among_them_is_still_caught(tmp_path):
+    """Under the launcher, with the loop replayed as graphs (emulated: `emulated_graphs.py`)
+    and no evaluation, no Python of the rollout runs in a replayed iteration, its heartbeats
+    included: the runner beats once per segment. A run whose replayed iterations outlast the
+    hang timeout is not killed; a rank that stops among them (8 s, `--fault slow`) is."""
+    from pathlib import Path
+
+    from conftest import last_json, read_jsonl, run_cli
+
+    env = {"PYTHONPATH": str(Path(__file__).parent)}
+    calm = run_cli("train", *REPLAYED_RUN, "--runner.max-iterations", "20", "--log-root", str(tmp_path / "calm"),
+                   env=env)  # fmt: skip
+    assert calm.returncode == 0, calm.stderr[-3000:]
+    metrics = read_jsonl(Path(last_json(calm.stdout)["run_dir"]) / "metrics.jsonl")
+    replayed_s = sum(m["collection_s"] + m["learning_s"] for m in metrics[2:])  # iteration 1 is captured
+    assert replayed_s > 2.0 * 1.5, f"the replayed iterations took only {replayed_s:.1f} s: make them longer"
+    stalled = run_cli("train", *REPLAYED_RUN, "--runner.max-iterations", "1000", "--fault", "slow@0:4",
+                      "--log-root", str(tmp_path / "stalled"), env=env)  # fmt: skip
+    assert stalled.returncode != 0 and "made no progress" in stalled.stderr, stalled.stderr[-3000:]

@@ -182,7 +182,10 @@ class Runner:
         return self._iteration_metrics(times["collection_s"], times["learning_s"], collective_s, update_sums)
 
     def _segment(self, name: str, fn: Callable[[], Any], eager: bool) -> Any:
-        """`fn()`, or its graph's capture or replay (`--runner.cuda-graphs`)."""
+        """`fn()`, or its graph's capture or replay (`--runner.cuda-graphs`), after a heartbeat to
+        the watchdog: a replay runs none of the rollout's Python, its per-step heartbeats
+        included, and a run of replayed iterations was otherwise stopped as hung."""
+        self.ctx.progress()
         return fn() if self.graphs is None else self.graphs.run(name, fn, eager)
 
     def _eager_iteration(self, session_iterations: int) -> bool:
