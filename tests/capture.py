@@ -8,9 +8,14 @@ every operation (autograd's backward included) with its arguments, and the simul
 launches (`step`, `forward`, `kinematics`) as calls; a replay runs the records again on the
 same tensors, writing each operation's result into the tensor it produced at capture, so that
 later records read it there. Random operations draw from their generators again, as CUDA
-graphs do with registered generators. A host read inside the captured code (`item`, `bool` of
-a tensor, `nonzero`), or a tensor made from Python data (`torch.tensor`, `new_tensor`: on a GPU
-a copy from host memory), is an error, as in a real capture.
+graphs do with registered generators. As in a real capture, these are errors:
+- a host read inside the captured code, by any route: the operations that read (`item`,
+  `nonzero`, ...) and the tensor methods that do where Python calls them (`tolist`, `cpu`,
+  `numpy`, `bool`, `int`, `float` of a tensor), which on the CPU dispatch no operation;
+- a tensor made from Python data (`torch.tensor`, `new_tensor`: on a GPU a copy from host
+  memory);
+- a Warp array of the simulation reallocated between the capture and a replay (a CUDA graph
+  holds the pointers it saw).
 
 The recording pass executes (a CUDA capture would not): it stands for the capture and the
 first replay together.
@@ -23,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from mjrl.sim import Simulation
@@ -33,6 +39,9 @@ HOST_READS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.
 # which CUDA refuses during a capture (found by the first real capture, 2026-11-27).
 HOST_COPIES = {"aten.lift_fresh.default", "aten.lift_fresh_copy.default"}
 WARP_CALLS = ("step", "forward", "kinematics")
+HOST_READ_METHODS = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "numpy"}
+"""Tensor methods that read a tensor's data on the host: a blocking copy on a GPU, and on the
+CPU no dispatched operation at all (`tolist`, `numpy`, `cpu` of a CPU tensor)."""
 
 
 class CaptureError(RuntimeError):
@@ -53,6 +62,15 @@ class _Recorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.records.append(_replay_op(func, args, kwargs, out))
         return out
+
+
+class _NoHostReads(TorchFunctionMode):
+    """Refuses the tensor methods that read on the host, where Python calls them."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in HOST_READ_METHODS:
+            raise CaptureError(f"Tensor.{func.__name__} reads the device on the host inside a captured segment")
+        return func(*args, **(kwargs or {}))
 
 
 def _replay_op(func: Any, args: tuple, kwargs: dict, captured: Any) -> Callable[[], None]:
@@ -79,12 +97,18 @@ class EmulatedGraph:
     def __init__(self, sims: list[Simulation]) -> None:
         self.sims = sims
         self.records: list[Callable[[], None]] = []
+        self.warp_pointers: dict[str, int] = {}
 
     def capture(self, fn: Callable[[], Any]) -> Any:
-        with self._warp_calls_recorded(), _Recorder(self.records):
-            return fn()
+        with self._warp_calls_recorded(), _NoHostReads(), _Recorder(self.records):
+            result = fn()
+        self.warp_pointers = warp_pointers(self.sims)
+        return result
 
     def replay(self) -> None:
+        moved = sorted(k for k, ptr in warp_pointers(self.sims).items() if self.warp_pointers.get(k, ptr) != ptr)
+        if moved:
+            raise CaptureError(f"Warp arrays reallocated since the capture: {moved[:4]}")
         # Below autograd: the records hold the backward's operations themselves.
         with torch.no_grad():
             for record in self.records:
@@ -112,3 +136,16 @@ class EmulatedGraph:
             for sim in self.sims:
                 for name in WARP_CALLS:
                     delattr(sim, name)  # the class's methods again
+
+
+def warp_pointers(sims: list[Simulation]) -> dict[str, int]:
+    """The device address of every Warp array of the simulations' data and model, by name."""
+    import warp as wp
+
+    pointers = {}
+    for i, sim in enumerate(sims):
+        for part in ("data", "model"):
+            for name, value in vars(getattr(sim, part)).items():
+                if isinstance(value, wp.array):
+                    pointers[f"sim{i}.{part}.{name}"] = value.ptr
+    return pointers

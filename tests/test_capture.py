@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warp as wp
 from capture import CaptureError, EmulatedGraph
 from conftest import DEVICE
 
@@ -182,9 +183,43 @@ def test_an_off_policy_learner_replayed_as_graphs_logs_what_it_logs_eagerly(tmp_
 
 
 def test_a_host_read_cannot_be_captured():
-    graph = EmulatedGraph([])
-    with pytest.raises(CaptureError, match="_local_scalar_dense"):
-        graph.capture(lambda: torch.ones(2).sum().item())
+    with pytest.raises(CaptureError, match="Tensor.item reads the device on the host"):
+        EmulatedGraph([]).capture(lambda: torch.ones(2).sum().item())
+    with pytest.raises(CaptureError, match="nonzero"):  # an operation that reads, by dispatch
+        EmulatedGraph([]).capture(lambda: torch.nonzero(torch.ones(2)))
+
+
+@pytest.mark.parametrize("read", ["tolist", "cpu", "numpy", "bool", "int"])
+def test_a_host_read_by_any_route_cannot_be_captured(read):
+    """On the CPU `tolist`, `numpy` and `cpu` dispatch no operation, yet on a GPU each is a
+    blocking copy that a capture refuses: the emulator refuses them where Python calls them."""
+    ones = torch.ones(2)
+    reads = {"tolist": ones.tolist, "cpu": ones.cpu, "numpy": ones.numpy, "bool": lambda: bool(ones[0]),
+             "int": lambda: int(ones[0])}  # fmt: skip
+    with pytest.raises(CaptureError, match="reads the device on the host"):
+        EmulatedGraph([]).capture(reads[read])
+
+
+def test_a_rebound_state_and_a_reallocated_warp_array_are_caught(tmp_path):
+    """What a CUDA graph cannot see: a tensor the captured code rebinds (its replay keeps
+    writing the old one, so the twins differ), and a Warp array of the simulation reallocated
+    after the capture (the graph holds its old address)."""
+    runner = build("Mjrl-Cartpole-Balance", tmp_path, None)
+    runner.collect()
+    runner.algorithm.update()
+    graph = EmulatedGraph([runner.env.sim])
+    graph.capture(runner.collect)
+    storage = runner.algorithm.storage
+    rebound = storage.fields["rewards"] = storage.fields["rewards"].clone()  # rebinds a carried tensor
+    rebound.fill_(7.0)
+    storage.restart()  # the update's part: the rollout writes from its first row again
+    graph.replay()
+    assert torch.equal(rebound, torch.full_like(rebound, 7.0))  # the replay wrote the old one
+    sim = runner.env.sim
+    sim.data.qacc = wp.clone(sim.data.qacc)  # reallocated (a resized buffer, a rebuilt model)
+    storage.restart()
+    with pytest.raises(CaptureError, match=r"Warp arrays reallocated since the capture: \['sim0.data.qacc'\]"):
+        graph.replay()
 
 
 def test_a_tensor_made_from_python_data_cannot_be_captured():

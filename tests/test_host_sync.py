@@ -15,6 +15,7 @@ import traceback
 
 import pytest
 import torch
+from capture import HOST_READ_METHODS
 from conftest import DEVICE, TINY_RUN, run_main
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -163,7 +164,7 @@ def test_the_env_writes_what_it_carries_between_steps_in_place(task_name):
 
 
 # Tensor methods that read a tensor's data on the host: a blocking copy on a GPU.
-HOST_READS = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "numpy", "nonzero", "equal"}
+HOST_READS = {*HOST_READ_METHODS, "nonzero", "equal"}
 
 
 class HostReadCounter(TorchFunctionMode):
