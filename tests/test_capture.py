@@ -183,7 +183,7 @@ def test_an_off_policy_learner_replayed_as_graphs_logs_what_it_logs_eagerly(tmp_
 
 
 def test_a_host_read_cannot_be_captured():
-    with pytest.raises(CaptureError, match="Tensor.item reads the device on the host"):
+    with pytest.raises(CaptureError, match=r"Tensor\.item reads the device on the host"):
         EmulatedGraph([]).capture(lambda: torch.ones(2).sum().item())
     with pytest.raises(CaptureError, match="nonzero"):  # an operation that reads, by dispatch
         EmulatedGraph([]).capture(lambda: torch.nonzero(torch.ones(2)))
