@@ -5,14 +5,15 @@
         [--profile-envs 4096 --profile-out FILE]
 
 For each number of envs (in one process: the kernels compile once), prints one JSON line: the
-bare physics rate (a loop of `mujoco_warp.step`), that rate divided by the task's
-decimation (the ceiling for env steps/s), the full training loop's env steps/s (collection
-plus PPO update), their ratio, and peak resident memory.
-
-mjrl replays a captured substep loop instead of calling `mujoco_warp.step` from Python, which is
-faster than the bare loop on the CPU too. So the script also measures that replay alone
-(`replayed_physics_steps_per_s`) and reports the share of the training loop's time that the
-physics takes (`physics_share_of_training`): everything else is overhead left to remove.
+bare physics rate (a loop of `mujoco_warp.step`, `bare_physics_steps_per_s`) and the rate of
+the substep loop mjrl replays instead (`replayed_physics_steps_per_s`, faster than the bare
+loop on the CPU too), both as the env steps/s they would allow (divided by the task's
+decimation: `physics_bare_env_steps_per_s`, `physics_replayed_env_steps_per_s`), the full
+training loop's env steps/s (collection plus PPO update), and peak resident memory. The
+share of the training loop's time the physics takes is `share_of_replayed_physics` (training
+env steps/s over `physics_replayed_env_steps_per_s`): everything else is overhead left to
+remove. (Until 2026-11-28 a field `ratio` divided by the bare loop's rate instead, which read
+2.28 where the share was 0.21.)
 
 `--profile-envs N` then trains a few iterations at N envs under `torch.profiler` and writes the
 operators that take the most host and device time to `--profile-out`: where that overhead goes.
@@ -166,14 +167,16 @@ def report(
                 "num_envs": num_envs,
                 "bare_physics_steps_per_s": round(physics),
                 "replayed_physics_steps_per_s": round(replayed),
-                "ceiling_env_steps_per_s": round(ceiling),
+                # The env-step rates the physics alone would allow: its bare `mujoco_warp.step`
+                # loop and the substep loop mjrl replays (what training steps through).
+                "physics_bare_env_steps_per_s": round(ceiling),
+                "physics_replayed_env_steps_per_s": round(replayed_ceiling),
                 "training_env_steps_per_s": round(trained),
-                "ratio": round(trained / ceiling, 3),
+                "share_of_replayed_physics": round(trained / replayed_ceiling, 3),
                 "peak_rss_mb": round(peak_mb),
                 "collection_s": round(collection_s, 3),
                 "learning_s": round(learning_s, 3),
-                "physics_share_of_training": round(trained / replayed_ceiling, 3),
-                "physics_share_of_collection": round(rollout_steps / replayed_ceiling / collection_s, 3),
+                "collection_share_of_replayed_physics": round(rollout_steps / replayed_ceiling / collection_s, 3),
                 **gpu,
             }
         ),

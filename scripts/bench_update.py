@@ -3,8 +3,9 @@
     python scripts/bench_update.py                                      # CPU: fp32, bf16
     python scripts/bench_update.py --device cuda --num-envs 4096        # + tf32 and a CUDA graph
 
-A PPO learner for the flat quadruped's shapes by default (48 actor and 55 critic observations, 12
-actions; `--actor-obs`, `--critic-obs`, `--actions` for another task) gets one rollout of
+A PPO learner of the task's own networks and shapes (`--task`, the flat quadruped by default:
+its 512-256-128 MLPs, 48 actor and 55 critic observations, 12 actions; before 2026-11-28 the
+default networks, 256-128-64, which halved the graph's measured gain) gets one rollout of
 synthetic data (Gaussian observations, rewards and dones from a fixed seed), then runs
 `--repeats` whole updates on it in each mode, every mode from the same weights and generator:
 - fp32, tf32, bf16: `--policy.precision` (tf32 only on CUDA);
@@ -34,7 +35,7 @@ from mjrl.distributed.context import single_process
 from mjrl.obs_spec import flat_spec
 from mjrl.rl import make_algorithm
 from mjrl.rl.algorithm import Transition
-from mjrl.rl.config import AgentConfig
+from mjrl.rl.config import AgentConfig, SymmetryConfig
 
 
 @dataclasses.dataclass
@@ -57,11 +58,24 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 CUDA_MODES = ["fp32", "tf32", "bf16", "graph", "graph-tf32", "graph-bf16", "compile", "graph-compile"]
 
 
-def learner(mode: str, env: SyntheticEnv, steps: int, device: str):
-    """A PPO learner whose rollout is filled with the same synthetic data in every mode."""
+def task_shapes(task_name: str) -> tuple[AgentConfig, dict[str, int], int]:
+    """The task's agent (its PPO settings and networks), its observation widths and actions, read
+    off one env of it on the CPU."""
+    from mjrl.envs import VecEnv
+    from mjrl.tasks import load_task
+
+    task = load_task(task_name)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=1)
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
+    return task.agent_cfg, {"actor": env.obs_dims["actor"], "critic": env.obs_dims["critic"]}, env.num_actions
+
+
+def learner(mode: str, env: SyntheticEnv, steps: int, device: str, agent: AgentConfig):
+    """A PPO learner of `agent` whose rollout is filled with the same synthetic data in every mode."""
     parts = mode.split("-")
     precision = next((part for part in parts if part in PRECISIONS), "fp32")
-    agent = AgentConfig().replace(precision=precision, num_steps_per_env=steps)
+    # Without symmetry: the synthetic data has no mirror images (the networks are the task's).
+    agent = agent.replace(precision=precision, num_steps_per_env=steps, symmetry=SymmetryConfig())
     algorithm = make_algorithm(agent, env, steps, single_process(device), seed=0)
     if "compile" in parts:
         algorithm._losses = torch.compile(algorithm._losses)
@@ -114,21 +128,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=24, help="rollout length (the quadruped's)")
-    parser.add_argument("--actor-obs", type=int, default=48)
-    parser.add_argument("--critic-obs", type=int, default=55)
-    parser.add_argument("--actions", type=int, default=12)
+    parser.add_argument("--task", default="Mjrl-Velocity-Flat-Quadruped", help="whose networks and shapes")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--modes", nargs="+", default=None, help="default: fp32 bf16 on the CPU, all of them on CUDA")
     args = parser.parse_args()
     cuda = torch.device(args.device).type == "cuda"
     modes = args.modes or (CUDA_MODES if cuda else ["fp32", "bf16"])
-    env = SyntheticEnv(args.num_envs, args.actions, {"actor": args.actor_obs, "critic": args.critic_obs})
+    agent, obs_dims, actions = task_shapes(args.task)
+    env = SyntheticEnv(args.num_envs, actions, obs_dims)
 
     # One update from the same state in each mode: what the mode does to the arithmetic.
     after_one, first_call_s = {}, {}
     for mode in modes:
         try:
-            algorithm = learner(mode, env, args.steps, args.device)
+            algorithm = learner(mode, env, args.steps, args.device, agent)
             began = time.perf_counter()
             sums = algorithm.update()
             first_call_s[mode] = time.perf_counter() - began  # with a compile, mostly the compile
@@ -140,13 +153,14 @@ def main() -> None:
     reference, reference_kl = after_one.get("fp32", next(iter(after_one.values()), (None, None)))
     for mode in after_one:
         try:
-            host, device = timed_updates(learner(mode, env, args.steps, args.device), mode, args.repeats)
+            host, device = timed_updates(learner(mode, env, args.steps, args.device, agent), mode, args.repeats)
         except Exception as exc:  # a graph on the CPU, or a capture this GPU refuses
             print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
             continue
         params, kl = after_one[mode]
         print(json.dumps({
-            "mode": mode, "device": args.device, "num_envs": args.num_envs, "steps": args.steps,
+            "mode": mode, "device": args.device, "task": args.task, "num_envs": args.num_envs, "steps": args.steps,
+            "actor_hidden_dims": list(agent.policy.actor_hidden_dims),
             "host_s": round(host, 4), "device_s": round(device, 4), "first_update_s": round(first_call_s[mode], 2),
             "max_param_diff": float((params - reference).abs().max()),
             "kl_rel_diff": abs(kl - reference_kl) / abs(reference_kl) if reference_kl else None,

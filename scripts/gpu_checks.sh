@@ -286,8 +286,8 @@ update() {
   # reports its error). UPDATE_DEVICE=cpu tries the phase on a CPU machine (fp32 and bf16).
   local device=${UPDATE_DEVICE:-cuda}
   run "${UPDATE_S:-200}" $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 | grep '^{' >>"$OUT/update.jsonl"
-  run 60 $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 --actor-obs 83 --critic-obs 88 \
-    --actions 23 --modes fp32 graph graph-bf16 | grep '^{' >>"$OUT/update.jsonl"  # the humanoid's shapes
+  run 60 $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 \
+    --task Mjrl-Velocity-Flat-Humanoid --modes fp32 graph graph-bf16 | grep '^{' >>"$OUT/update.jsonl"  # the humanoid's
 }
 
 nccl() {

@@ -173,3 +173,25 @@ def test_the_kernel_counter_counts_launches_not_views_whoever_launches_them(monk
     assert figures["launches"] == 3 and figures["names"]["warp:" + double.key] == 1
     assert values.numpy().tolist() == [8.0] * 4  # launched for real, three times
     assert wp.launch is original_launch  # and Warp is left as it was
+
+
+def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) -> None:
+    """Both benchmarks' default modes, tiny, on the CPU (issue 59): `bench_train` names its
+    physics rates for what they are and reports the share of the replayed physics, consistent
+    with them; `bench_update` builds the task's own networks."""
+
+    def lines(*args: str) -> list[dict]:
+        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, timeout=300).stdout
+        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+    (train,) = lines(str(SCRIPTS / "bench_train.py"), "--num-envs", "16", "--iterations", "2", "--physics-steps", "10")
+    assert "ratio" not in train
+    assert train["physics_replayed_env_steps_per_s"] > 0 and train["physics_bare_env_steps_per_s"] > 0
+    share = train["training_env_steps_per_s"] / train["physics_replayed_env_steps_per_s"]
+    assert 0 < train["share_of_replayed_physics"] == pytest.approx(share, rel=0.01, abs=0.002)
+    (update,) = lines(str(SCRIPTS / "bench_update.py"), "--task", "Mjrl-Cartpole-Balance", "--num-envs", "16",
+                      "--steps", "4", "--repeats", "1", "--modes", "fp32")  # fmt: skip
+    from mjrl.tasks import load_task
+
+    assert update["actor_hidden_dims"] == list(load_task("Mjrl-Cartpole-Balance").agent_cfg.policy.actor_hidden_dims)
+    assert update["mode"] == "fp32" and update["max_param_diff"] == 0.0 and update["host_s"] > 0
