@@ -14,16 +14,15 @@ import torch
 from torch import nn
 
 from mjrl.obs_spec import ObsGroupSpec
-from mjrl.rl import PolicyConfig, PolicyKind, build_actor_critic, register_policy_kind
+from mjrl.rl import PolicyConfig, PolicyKind, register_policy_kind
 from mjrl.rl.networks import ActorCritic
+from mjrl.rl.policies import build_mlp
 
 
 def build(obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig,
           device: torch.device) -> ActorCritic:  # fmt: skip
-    widths = {group: spec.width for group, spec in obs_spec.items()}
-    floors = {group: spec.std_floor for group, spec in obs_spec.items()}
-    policy = build_actor_critic(widths, num_actions, cfg, device, floors)
-    policy.actor = nn.Sequential(nn.LayerNorm(widths["actor"]), *policy.actor).to(device)
+    policy = build_mlp(obs_spec, num_actions, cfg, device)
+    policy.actor = nn.Sequential(nn.LayerNorm(obs_spec["actor"].width), *policy.actor).to(device)
     return policy
 
 

@@ -99,13 +99,14 @@ class VecEnv:
         and its floors, noise) and mirrors. Terms look names up in the model at their first
         call: a wrong one is a UsageError here, before training starts, not at the first step."""
         self._compute_reward()
+        settings = {group: self._group(group) for group in self.task.observations}
         self.obs_spec = {
             group: ObsGroupSpec(
                 tuple(self.obs[group].shape[1:]),
                 self.obs[group].dtype,
-                self._group(group).normalize,
+                settings[group].normalize,
                 self._std_floors(terms),
-                self._group(group).noise,
+                settings[group].noise,
             )
             for group, terms in self.task.observations.items()
         }
@@ -275,10 +276,14 @@ class VecEnv:
         if not self.cfg.obs_noise:
             return None
         return {
-            group: torch.randn((self.num_envs, *spec.shape), device=self.device, generator=self.generator)
+            group: self._standard_normal((self.num_envs, *spec.shape))
             for group, spec in self.obs_spec.items()
             if spec.noise
         }
+
+    def _standard_normal(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """Observation noise before its scale, from the env's own generator."""
+        return torch.randn(shape, device=self.device, generator=self.generator)
 
     def compile(self) -> None:
         """Fuse the step's pure tensor work (`_apply_actions`, `after_physics`, `_end_step`,
@@ -334,9 +339,7 @@ class VecEnv:
                     if self._group(group).noise
                 }
             for group, std in self._noise_std.items():
-                draw = noise[group] if noise is not None else None
-                if draw is None:
-                    draw = torch.randn(obs[group].shape, device=self.device, generator=self.generator)
+                draw = noise[group] if noise is not None else self._standard_normal(obs[group].shape)
                 obs[group] = obs[group] + std * draw
         return obs
 

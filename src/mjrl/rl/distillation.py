@@ -25,7 +25,6 @@ from mjrl.checkpoint import load_checkpoint, load_newest_checkpoint
 from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
 from mjrl.obs_spec import flat_spec
-from mjrl.plugins import import_plugins
 from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum
 from mjrl.rl.config import DistillationConfig, PolicyConfig
 from mjrl.rl.gradients import FlatGradients, broadcast_learner_state
@@ -52,7 +51,6 @@ def load_teacher(cfg: DistillationConfig, env: EnvInfo, device: torch.device) ->
             f"teacher {cfg.teacher} reads {dims['actor']} observations and acts on {state['num_actions']} joints; "
             f"this task's teacher group has {env.obs_dims[TEACHER_GROUP]} and it has {env.num_actions} actions"
         )
-    import_plugins(state["config"].get("plugins", ()))  # what registered the teacher's policy kind
     return load_policy(state, path, PolicyConfig(), flat_spec(dims), state["num_actions"], device)
 
 

@@ -26,7 +26,7 @@ from torch import nn
 from mjrl.errors import UsageError
 from mjrl.obs_spec import ObsGroupSpec
 from mjrl.rl.config import PolicyConfig, saved_policy_config
-from mjrl.rl.networks import build_actor_critic
+from mjrl.rl.networks import ActorCritic, build_actor_critic
 
 
 class TrainedPolicy(Protocol):
@@ -103,22 +103,28 @@ def load_policy(
 ) -> nn.Module:
     """The one way to rebuild a trained policy, whatever algorithm trained it: the kind and
     settings it was trained with (its config in `checkpoint`, `default` filling what older runs
-    lack), its weights loaded (weights that do not fit are a usage error naming `source`), in
-    eval mode and without gradients."""
+    lack; the run's recorded plugins imported first, for a kind one of them registers), its
+    weights loaded (weights that do not fit are a usage error naming `source`), in eval mode and
+    without gradients."""
     from mjrl.checkpoint import load_weights
+    from mjrl.plugins import import_plugins
 
+    import_plugins(checkpoint["config"].get("plugins", ()))
     policy = build_policy(obs_spec, num_actions, saved_policy_config(checkpoint["config"], default), device)
     load_weights(lambda: policy.load_state_dict(checkpoint["policy"]), source)
     return policy.eval().requires_grad_(False)
 
 
-def _build_mlp(
+def build_mlp(
     obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
-) -> nn.Module:
+) -> ActorCritic:
+    """The `mlp` kind: an `ActorCritic` for the spec's widths, with a normaliser (and its std
+    floors) for each group the spec lets one scale. A kind that changes one of its parts starts
+    here (`tests/policy_kind.py`)."""
     widths = {group: spec.width for group, spec in obs_spec.items()}
     floors = {group: spec.std_floor for group, spec in obs_spec.items()}
     normalized = [group for group, spec in obs_spec.items() if spec.normalize]
     return build_actor_critic(widths, num_actions, cfg, device, floors, normalized)
 
 
-register_policy_kind(PolicyKind("mlp", _build_mlp, "Gaussian MLP actor and MLP value critic (ActorCritic)"))
+register_policy_kind(PolicyKind("mlp", build_mlp, "Gaussian MLP actor and MLP value critic (ActorCritic)"))

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) -> tuple[Path, dict]:
     """The checkpoint a tool reads: a file, or the newest readable one of a run directory."""
     from mjrl.checkpoint import check_task, load_checkpoint, load_newest_checkpoint
-    from mjrl.plugins import import_plugins
 
     if bool(checkpoint) == bool(run_dir):
         raise UsageError("give exactly one of --checkpoint PATH or --run-dir DIR")
@@ -31,7 +30,6 @@ def load_checkpoint_of(task: Task, checkpoint: str | None, run_dir: str | None) 
         path = Path(checkpoint)
         state = load_checkpoint(path)
     check_task(state, task.name, path)
-    import_plugins(state["config"].get("plugins", ()))  # what registered its policy kind
     return path, state
 
 
