@@ -1,8 +1,8 @@
 """Training throughput vs bare MuJoCo-Warp physics, measured in one process.
 
     python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256 [1024 ...]] [--iterations 10]
-        [--device cuda] [--no-graph] [--precision fp32 bf16] [--compile off all]
-        [--profile-envs 4096 --profile-out FILE]
+        [--device cuda] [--no-graph] [--precision fp32 bf16] [--compile off all] [--settings bf16:all ...]
+        [--cuda-graphs on] [--collectives off forced] [--profile-envs 4096 --profile-out FILE]
 
 For each number of envs (in one process: the kernels compile once), prints one JSON line: the
 bare physics rate (a loop of `mujoco_warp.step`, `bare_physics_steps_per_s`) and the rate of
@@ -15,6 +15,12 @@ env steps/s over `physics_replayed_env_steps_per_s`): everything else is overhea
 remove. (Until 2026-11-28 a field `ratio` divided by the bare loop's rate instead, which read
 2.28 where the share was 0.21.)
 
+Each line also carries `learned_sha256`, a digest of what the run logged except its timings:
+two lines with the same one learned bit for bit alike (`--collectives forced` against off,
+the loop's graphs against eager). `--settings PRECISION:COMPILE ...` names the pairs to run
+instead of every precision with every compile mode (each compile mode compiles again at each
+number of envs).
+
 `--profile-envs N` then trains a few iterations at N envs under `torch.profiler` and writes the
 operators that take the most host and device time to `--profile-out`: where that overhead goes.
 """
@@ -23,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import itertools
 import json
 import resource
 import statistics
@@ -32,10 +40,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from common import build_runner, newest_run, read_metrics, train_config
+from common import build_runner, learned_figures, newest_run, read_metrics, train_config
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
+    from mjrl.runner.config import TrainConfig
 
 
 def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
@@ -68,29 +77,24 @@ def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[f
     return bare, replayed
 
 
-def training_rate(
-    task: Task,
-    num_envs: int,
-    iterations: int,
-    log_root: str,
-    device: str,
-    cuda_graphs: str = "off",
-    precision: str = "fp32",
-    compile_: str = "off",
-) -> tuple[float, float, float]:
-    """(env steps/s of the whole loop, median collection s, median learning s per iteration),
-    without the first iteration (warm-up) and, with `cuda_graphs`, the second (the capture)."""
-    from mjrl.distributed.context import single_process
+def training_rate(task: Task, cfg: TrainConfig, skip: int) -> tuple[float, float, float, str]:
+    """(env steps/s of the whole loop, median collection s, median learning s per iteration,
+    the digest of what it learned), the first `skip` iterations left out of the rates."""
+    from mjrl.distributed.context import shutdown_distributed, single_process
     from mjrl.runner.start import train
 
-    skip = 1 if cuda_graphs == "off" else 2
-    cfg = train_config(task, num_envs, iterations + skip, log_root, device, cuda_graphs, precision, compile_)
-    train(task, cfg, single_process(device))
-    metrics = read_metrics(newest_run(Path(log_root), task.name))[skip:]
-    steps = len(metrics) * num_envs * task.agent_cfg.runner.num_steps_per_env
+    try:
+        train(task, cfg, single_process(cfg.device, collectives=cfg.force_collectives))
+    finally:
+        shutdown_distributed()  # the group of one of --force-collectives
+    run_dir = newest_run(Path(cfg.log_root), task.name)
+    metrics = read_metrics(run_dir)[skip:]
+    steps = len(metrics) * cfg.env.num_envs * cfg.runner.num_steps_per_env
     seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
     median = statistics.median
-    return steps / seconds, median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
+    learned = hashlib.sha256(json.dumps(learned_figures(run_dir), sort_keys=True).encode()).hexdigest()
+    collection_s, learning_s = median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
+    return steps / seconds, collection_s, learning_s, learned
 
 
 def profile(task: Task, num_envs: int, device: str, out: str, iterations: int = 3) -> None:
@@ -126,25 +130,52 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     physics, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
-    for precision in args.precision:
-        for compile_ in args.compile:
-            with tempfile.TemporaryDirectory() as log_root:
-                rates = training_rate(
-                    task, num_envs, args.iterations, log_root, args.device, args.cuda_graphs, precision, compile_
-                )
-            report(task, num_envs, args, (precision, compile_), physics, replayed, *rates)
+    for (precision, compile_), collectives in itertools.product(settings(args), args.collectives):
+        with tempfile.TemporaryDirectory() as log_root:
+            cfg = train_config(
+                task, num_envs, args.iterations + warm_up(args), log_root, args.device, args.cuda_graphs,
+                precision, compile_,
+            )  # fmt: skip
+            cfg = dataclasses.replace(cfg, force_collectives=collectives == "forced")
+            rates = training_rate(task, cfg, warm_up(args))
+        report(task, num_envs, args, (precision, compile_, collectives), physics, replayed, *rates)
+
+
+PRECISIONS, COMPILE_MODES = ("fp32", "tf32", "bf16"), ("off", "step", "update", "all")
+
+
+def setting_pair(text: str) -> tuple[str, str]:
+    """`--settings`' PRECISION:COMPILE, checked."""
+    precision, _, compile_ = text.partition(":")
+    if precision not in PRECISIONS or compile_ not in COMPILE_MODES:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected PRECISION:COMPILE from {PRECISIONS} and {COMPILE_MODES}")
+    return precision, compile_
+
+
+def settings(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(precision, compile mode) pairs: `--settings`, else every precision with every mode."""
+    if args.settings:
+        return args.settings
+    return [(precision, compile_) for precision in args.precision for compile_ in args.compile]
+
+
+def warm_up(args: argparse.Namespace) -> int:
+    """Iterations left out of the rates: the first (warm-up) and, with the loop's graphs, the
+    second (their capture)."""
+    return 1 if args.cuda_graphs == "off" else 2
 
 
 def report(
     task: Task,
     num_envs: int,
     args: argparse.Namespace,
-    setting: tuple[str, str],
+    setting: tuple[str, str, str],
     physics: float,
     replayed: float,
     trained: float,
     collection_s: float,
     learning_s: float,
+    learned: str,
 ) -> None:
     """Print one measurement as a JSON line."""
     cuda = args.device.startswith("cuda")
@@ -162,6 +193,7 @@ def report(
                 "graph": task.env_cfg.sim.graph,
                 "deterministic": task.env_cfg.sim.deterministic,
                 "cuda_graphs": args.cuda_graphs,
+                "forced_collectives": setting[2] == "forced",
                 "precision": setting[0],
                 "compile": setting[1],
                 "num_envs": num_envs,
@@ -177,6 +209,7 @@ def report(
                 "collection_s": round(collection_s, 3),
                 "learning_s": round(learning_s, 3),
                 "collection_share_of_replayed_physics": round(rollout_steps / replayed_ceiling / collection_s, 3),
+                "learned_sha256": learned,
                 **gpu,
             }
         ),
@@ -202,11 +235,16 @@ def main() -> None:
         "--deterministic", action="store_true", help="mujoco_warp's deterministic mode (`--env.sim.deterministic True`)"
     )
     parser.add_argument(
-        "--precision", nargs="+", default=["fp32"], choices=("fp32", "tf32", "bf16"), help="`--policy.precision`, each"
+        "--precision", nargs="+", default=["fp32"], choices=PRECISIONS, help="`--policy.precision`, each"
+    )
+    parser.add_argument("--compile", nargs="+", default=["off"], choices=COMPILE_MODES, help="as --runner.compile")
+    parser.add_argument(
+        "--settings", nargs="+", default=[], type=setting_pair, help="PRECISION:COMPILE pairs, instead of every pair"
     )
     parser.add_argument(
-        "--compile", nargs="+", default=["off"], choices=("off", "step", "update", "all"), help="as --runner.compile"
-    )
+        "--collectives", nargs="+", default=["off"], choices=("off", "forced"),
+        help="forced: `--force-collectives True`, the one process issues its collectives; each",
+    )  # fmt: skip
     parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")
     parser.add_argument("--profile-out", default="profile.txt")
     args = parser.parse_args()

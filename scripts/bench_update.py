@@ -78,7 +78,7 @@ def learner(mode: str, env: SyntheticEnv, steps: int, device: str, agent: AgentC
     agent = agent.replace(precision=precision, num_steps_per_env=steps, symmetry=SymmetryConfig())
     algorithm = make_algorithm(agent, env, steps, single_process(device), seed=0)
     if "compile" in parts:
-        algorithm._losses = torch.compile(algorithm._losses)
+        algorithm.compile(rollout=False, update=True)  # the update's losses, as --runner.compile update
     data = torch.Generator().manual_seed(1)  # on the CPU, so every device gets the same numbers
 
     def draw(*shape: int) -> torch.Tensor:

@@ -117,6 +117,16 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return rows
 
 
+TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
+"""The figures of metrics.jsonl that measure time: everything else is what a run learned."""
+
+
+def learned_figures(run_dir: Path) -> list[dict]:
+    """A run's metrics without its timings: equal between two runs exactly when they learned
+    alike, bit for bit."""
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in read_metrics(run_dir)]
+
+
 def cpu_training_rate(args: list[str], log_root: Path, iterations: int) -> float:
     """Median env steps/s of a short CPU training (`train *args`, the task first) from iteration 3
     on: the first two include the kernels' warm-up."""

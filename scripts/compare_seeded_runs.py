@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, TINY_CPU_RUN, newest_run, parse_with_passthrough, read_metrics
+from common import ROOT, TINY_CPU_RUN, learned_figures, newest_run, parse_with_passthrough
 
 TASKS = (
     "Mjrl-Cartpole-Balance",
@@ -35,7 +35,6 @@ TASKS = (
     "Mjrl-Velocity-Flat-Quadruped-Student",
 )
 STUDENT_SUFFIX = "-Student"
-TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
 SMALL = [*TINY_CPU_RUN, "--runner.eval-interval", "0", "--seed", "1"]
 
 
@@ -61,7 +60,7 @@ def train(site: Path, task: str, log_root: Path, iterations: int, extra: list[st
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise SystemExit(f"{task} with {site.name} failed:\n{result.stderr[-3000:]}")
-    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in read_metrics(newest_run(log_root, task))]
+    return learned_figures(newest_run(log_root, task))
 
 
 def runs(site: Path, task: str, work: Path, iterations: int, extra: list[str]) -> list[dict]:

@@ -74,8 +74,30 @@
 # -> 132): `kernels` counts it too, and `loop` trains the quadruped's graphs with it
 # (LOOP_COMPILE, default "off all"). Whether the machine's torch has triton and a C compiler for
 # inductor is unknown: the first compiled command says.
+# Issue 59 (session 26) adds `collectives` (NCCL inside the loop's CUDA graphs on one GPU, with
+# `--force-collectives`), LOOP_ENVS/LOOP_SETTINGS/LOOP_GRAPHS for `loop` (name the precision and
+# compile pairs wanted: each compile mode compiles once per number of envs), one inductor and
+# Triton cache for the window (/tmp/mjrl-inductor, /tmp/mjrl-triton), and raw.jsonl: every JSON
+# line of every phase, tagged with its phase and the time. After the window, copy raw.jsonl to
+# docs/gpu/<date>-<device>.jsonl (e.g. docs/gpu/2026-11-29-h100.jsonl) and cite it in
+# docs/benchmarks.md beside the table made from it.
+# Plan for the next window (800 s of the 900; durations from the windows above, cold caches):
+#   call 1 (~35 s with the machine's start): carry [".gpu1"] `cp -r .gpu1 /tmp/gpu1`
+#   call 2 (~700 s, timeout_s 600 is the most one call may run: split as below), at once after:
+#     carry [".gpu2"] `cp -r /tmp/gpu1 .gpu1 && bash .gpu1/install.sh >/tmp/install.log 2>&1;
+#     export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH && GPU_BUDGET_S=540 COLLECTIVES_S=90
+#     TESTS_S=200 TESTS_FILES="tests/test_capture.py tests/test_compile.py" LOOP_S=150
+#     LOOP_ENVS=4096 bash scripts/gpu_checks.sh info collectives tests loop`
+#       install ~30 s, info ~15 s, collectives ~120 s (Warp's cart-pole kernels cold, 4 short
+#       runs, then torchrun), tests ~150 s (the real graphs bit for bit on the cart-poles, the
+#       compiled step and update within 1e-3), loop ~220 s (the quadruped's kernels cold; one
+#       compile of `bf16:all`)
+#   call 3 (~170 s), warm (the packages stay in /tmp/site): `export PYTHONPATH=/tmp/site
+#     PATH=/tmp/site/bin:$PATH && GPU_BUDGET_S=160 bash scripts/gpu_checks.sh update`
+#   then give the machine back, copy raw.jsonl of each call into docs/gpu/ (one file per window).
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
-# each phase's figures in a file of their own: at most 8 files, as the device tool returns.
+# each phase's figures in a file of their own (and all of them in raw.jsonl): at most 8 files,
+# as the device tool returns.
 set -uo pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -87,7 +109,17 @@ BUDGET=${GPU_BUDGET_S:-560}
 log="$OUT/gpu.log"
 GO1=Mjrl-Velocity-Flat-Quadruped
 
+# One inductor and Triton cache for the whole window: a phase after `loop` reuses what it compiled.
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/mjrl-inductor}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/mjrl-triton}
+
 left() { echo $((START + BUDGET - $(date +%s))); }
+keep() {  # keep PHASE FILE: stdin's JSON lines into $OUT/FILE, and each tagged with its phase into $OUT/raw.jsonl
+  grep '^{' | tee -a "$OUT/$2" | PHASE=$1 $PY -c 'import json, os, sys, time
+for line in sys.stdin:
+    print(json.dumps({"phase": os.environ["PHASE"], "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **json.loads(line)}))' \
+    >>"$OUT/raw.jsonl"
+}
 cap() {  # cap SECONDS: the smaller of SECONDS and the time left, less a margin for what follows
   local l=$(($(left) - 5))
   echo $(($1 < l ? $1 : l))
@@ -127,10 +159,10 @@ throughput() {
     local profile=()
     [[ $task == "$GO1" ]] && profile=(--profile-envs 4096 --profile-out "$OUT/profile.txt")
     if ! run 200 $PY scripts/bench_train.py --device cuda --task $task --num-envs 1024 4096 8192 --iterations 10 \
-      --physics-steps 300 "${profile[@]}" | grep '^{' >>"$OUT/throughput.jsonl"; then
+      --physics-steps 300 "${profile[@]}" | keep throughput throughput.jsonl; then
       # The captured loop failed: measure with every kernel launched from Python instead.
       run 120 $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 --iterations 5 \
-        --physics-steps 100 --no-graph | grep '^{' >>"$OUT/throughput.jsonl"
+        --physics-steps 100 --no-graph | keep throughput throughput.jsonl
     fi
   done
   [[ -n ${THROUGHPUT_TASKS:-} ]] || run 60 $PY scripts/bench_solver_loop.py --device cuda --num-worlds 4096 --steps 20
@@ -144,7 +176,7 @@ graph() {
   for task in ${GRAPH_TASKS:-$GO1 Mjrl-Cartpole-Balance}; do
     for flag in --deterministic ""; do
       run "${GRAPH_S:-150}" $PY scripts/bench_graph_rollout.py --device cuda --task $task --num-envs 4096 \
-        --rollouts 10 $flag | grep '^{' >>"$OUT/graph.jsonl"
+        --rollouts 10 $flag | keep graph graph.jsonl
     done
   done
 }
@@ -187,8 +219,8 @@ for line in sys.stdin:
     print(f"{time.time() - t:7.1f} {line}", end="")'
 }
 
-export -f stamp
-export PY
+export -f stamp keep
+export PY OUT
 
 gpu_memory() {  # gpu_memory LABEL run CAP COMMAND...: run it, then append the peak GPU memory (MiB) to memory.txt
   local label=$1 sampler rc
@@ -236,7 +268,7 @@ mjlab() {
   cp "$(ls -d /tmp/beside/Mjrl-Velocity-Flat-Quadruped/20* | tail -1)/metrics.jsonl" \
     "$OUT/beside_mjlab_go1.jsonl" 2>/dev/null
   gpu_memory mjrl_own_go1 run 120 bash -c "$PY scripts/bench_train.py --device $device --task $GO1 \
-    --num-envs $envs --iterations 10 --physics-steps 300 | grep '^{' >> $OUT/throughput.jsonl"
+    --num-envs $envs --iterations 10 --physics-steps 300 | keep mjlab throughput.jsonl"
 }
 
 deterministic() {
@@ -246,24 +278,53 @@ deterministic() {
   local flag device=${DETERMINISTIC_DEVICE:-cuda} envs=${DETERMINISTIC_ENVS:-4096}
   for flag in "" --deterministic; do
     run 150 $PY scripts/bench_train.py --device "$device" --task $GO1 --num-envs "$envs" --iterations 5 \
-      --physics-steps 200 $flag | grep '^{' >>"$OUT/deterministic.jsonl"
+      --physics-steps 200 $flag | keep deterministic deterministic.jsonl
   done
 }
 
 loop() {
   # Issue 43 item 2 / issue 45 item 2: the training loop against its ceiling, eager and as CUDA
-  # graphs (`--runner.cuda-graphs on`), the quadruped and the cart-pole at 4096 and 8192 envs.
-  # The quadruped's graphs also with TF32 and bf16 matrix products (issue 44, item 3), and each
-  # setting of LOOP_COMPILE (`--runner.compile`, issue 44 item 2; default: off all).
-  local task graphs precisions compiles
+  # graphs (`--runner.cuda-graphs on`), the quadruped and the cart-pole, at LOOP_ENVS (default
+  # 4096 8192). The quadruped's graphs in each PRECISION:COMPILE pair of LOOP_SETTINGS (default
+  # fp32:off bf16:off bf16:all: TF32 and bf16 matrix products, issue 44 item 3; `--runner.compile`,
+  # issue 44 item 2): each compile mode compiles once per number of envs, so name only the pairs
+  # wanted. LOOP_GRAPHS (default off on), LOOP_ITERATIONS (10), LOOP_PHYSICS_STEPS (200);
+  # LOOP_DEVICE=cpu LOOP_GRAPHS=off LOOP_ENVS=16 LOOP_ITERATIONS=2 try the phase on a CPU machine.
+  local task graphs settings device=${LOOP_DEVICE:-cuda}
   for task in ${LOOP_TASKS:-$GO1 Mjrl-Cartpole-Balance}; do
-    for graphs in off on; do
-      precisions=fp32 compiles=off
-      [[ $task == "$GO1" && $graphs == on ]] && precisions="fp32 tf32 bf16" compiles=${LOOP_COMPILE:-off all}
-      run "${LOOP_S:-150}" $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 8192 --iterations 10 \
-        --physics-steps 200 --cuda-graphs $graphs --precision $precisions --compile $compiles | grep '^{' >>"$OUT/loop.jsonl"
+    for graphs in ${LOOP_GRAPHS:-off on}; do
+      settings=fp32:off
+      [[ $task == "$GO1" && $graphs == on ]] && settings=${LOOP_SETTINGS:-fp32:off bf16:off bf16:all}
+      run "${LOOP_S:-150}" $PY scripts/bench_train.py --device "$device" --task $task --num-envs ${LOOP_ENVS:-4096 8192} \
+        --iterations ${LOOP_ITERATIONS:-10} --physics-steps ${LOOP_PHYSICS_STEPS:-200} --cuda-graphs $graphs \
+        --settings $settings | keep loop loop.jsonl
     done
   done
+}
+
+collectives() {
+  # Issue 59: NCCL inside the loop's CUDA graphs, on one GPU. `--force-collectives` makes the one
+  # process issue every collective two ranks would (its gradient all-reduces inside the update's
+  # graph); the cart-pole (no contacts: bit for bit on a GPU) with them and without, each eager
+  # and as graphs, at COLLECTIVES_ENVS (4096): the four lines' `learned_sha256` must be one, and
+  # the rates say what the collectives cost. Then the same through torchrun (one rank, NCCL).
+  # COLLECTIVES_DEVICE=cpu COLLECTIVES_GRAPHS=off COLLECTIVES_ENVS=16 COLLECTIVES_ITERATIONS=2
+  # try the phase on a CPU machine (gloo).
+  local graphs device=${COLLECTIVES_DEVICE:-cuda}
+  for graphs in ${COLLECTIVES_GRAPHS:-off on}; do
+    run "${COLLECTIVES_S:-80}" $PY scripts/bench_train.py --device "$device" --task Mjrl-Cartpole-Balance \
+      --num-envs ${COLLECTIVES_ENVS:-4096} --iterations ${COLLECTIVES_ITERATIONS:-10} --physics-steps 50 \
+      --cuda-graphs $graphs --collectives off forced | keep collectives collectives.jsonl
+  done
+  $PY -c "import json, sys
+lines = [json.loads(line) for line in open(sys.argv[1]) if line.startswith('{')]
+digests = {line['learned_sha256'] for line in lines if 'learned_sha256' in line}
+print(json.dumps({'runs': sum('learned_sha256' in line for line in lines), 'learned_alike': len(digests) == 1}))" "$OUT/collectives.jsonl" |
+    keep collectives collectives.jsonl
+  [[ $device == cuda ]] || return 0
+  run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
+    --force-collectives True --runner.cuda-graphs on --env.num-envs 4096 --runner.max-iterations 10 --logger none \
+    --log-root /tmp/collectives
 }
 
 kernels() {
@@ -273,9 +334,9 @@ kernels() {
   # Eager, then with `--runner.compile all` (the quadruped: issue 44's bar is half of eager's).
   local device=${KERNELS_DEVICE:-cuda} envs=${KERNELS_ENVS:-4096}
   run 240 $PY scripts/count_kernels.py --device "$device" --num-envs "$envs" --top 20 \
-    --tasks ${KERNELS_TASKS:-$GO1 Mjrl-Cartpole-Balance} | grep '^{' >>"$OUT/kernels.jsonl"
+    --tasks ${KERNELS_TASKS:-$GO1 Mjrl-Cartpole-Balance} | keep kernels kernels.jsonl
   run 180 $PY scripts/count_kernels.py --device "$device" --num-envs "$envs" --top 20 --compile all \
-    --tasks ${KERNELS_TASKS:-$GO1} | grep '^{' >>"$OUT/kernels.jsonl"
+    --tasks ${KERNELS_TASKS:-$GO1} | keep kernels kernels.jsonl
 }
 
 update() {
@@ -285,9 +346,9 @@ update() {
   # a minute on the CPU; unknown on the GPU machine, whose image may lack triton: the mode then
   # reports its error). UPDATE_DEVICE=cpu tries the phase on a CPU machine (fp32 and bf16).
   local device=${UPDATE_DEVICE:-cuda}
-  run "${UPDATE_S:-200}" $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 | grep '^{' >>"$OUT/update.jsonl"
+  run "${UPDATE_S:-200}" $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 | keep update update.jsonl
   run 60 $PY scripts/bench_update.py --device "$device" --num-envs 4096 --repeats 10 \
-    --task Mjrl-Velocity-Flat-Humanoid --modes fp32 graph graph-bf16 | grep '^{' >>"$OUT/update.jsonl"  # the humanoid's
+    --task Mjrl-Velocity-Flat-Humanoid --modes fp32 graph graph-bf16 | keep update update.jsonl  # the humanoid's
 }
 
 nccl() {
@@ -361,10 +422,10 @@ phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | mjlab | throughput | graph | deterministic | loop | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | graph | deterministic | loop | collectives | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, kernels, update, nccl, learn, faults, tests, scale" \
-      "or humanoid" >&2
+    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, collectives, kernels, update, nccl, learn," \
+      "faults, tests, scale or humanoid" >&2
     exit 2
     ;;
   esac

@@ -17,6 +17,15 @@ graphs do with registered generators. As in a real capture, these are errors:
 - a Warp array of the simulation reallocated between the capture and a replay (a CUDA graph
   holds the pointers it saw).
 
+Collectives (`c10d` operations, recorded inside a capture: `DistContext.capturing`) are records
+too: a replay issues each again on the same tensors and waits for it, as a graph orders its
+next node after it, so ranks replaying graphs pair with ranks running the same code eagerly.
+
+Compiled code (`mjrl.fused.Fused`, `--runner.compile`) runs compiled inside the capture, as a
+real capture holds its kernels: torch would fall back to the eager code under a recording mode,
+so a fused call runs with the emulator's modes set aside, and each inductor graph it runs (its
+forward, and at the backward pass its backward) is one record, like a Warp launch.
+
 The recording pass executes (a CUDA capture would not): it stands for the capture and the
 first replay together.
 """
@@ -31,6 +40,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from mjrl.fused import Fused
 from mjrl.sim import Simulation
 
 HOST_READS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default",
@@ -74,10 +84,21 @@ class _NoHostReads(TorchFunctionMode):
 
 
 def _replay_op(func: Any, args: tuple, kwargs: dict, captured: Any) -> Callable[[], None]:
+    if func.namespace == "c10d":  # a collective: it completes before the next record reads it
+        return lambda: _wait_for(func(*args, **kwargs))
+
     def replay() -> None:
         _write_back(captured, func(*args, **kwargs))
 
     return replay
+
+
+def _wait_for(collective: tuple) -> None:
+    """A replayed collective's work, waited for, as a CUDA graph orders its next node after it
+    (gloo works on a thread of its own, into the captured tensors)."""
+    from torch._C._distributed_c10d import Work
+
+    Work.unbox(collective[-1]).wait()
 
 
 def _write_back(captured: Any, fresh: Any) -> None:
@@ -98,9 +119,11 @@ class EmulatedGraph:
         self.sims = sims
         self.records: list[Callable[[], None]] = []
         self.warp_pointers: dict[str, int] = {}
+        self.compiled_calls = 0
+        """Inductor graphs run compiled inside the capture (`--runner.compile`)."""
 
     def capture(self, fn: Callable[[], Any]) -> Any:
-        with self._warp_calls_recorded(), _NoHostReads(), _Recorder(self.records):
+        with self._warp_calls_recorded(), self._compiled_calls_recorded(), _NoHostReads(), _Recorder(self.records):
             result = fn()
         self.warp_pointers = warp_pointers(self.sims)
         return result
@@ -136,6 +159,45 @@ class EmulatedGraph:
             for sim in self.sims:
                 for name in WARP_CALLS:
                     delattr(sim, name)  # the class's methods again
+
+    @contextlib.contextmanager
+    def _compiled_calls_recorded(self) -> Iterator[None]:
+        """Fused calls run compiled, each inductor graph they run recorded as one call: on replay
+        it runs again on the inputs it was given (which earlier records rewrote) and its outputs
+        are written where the capture's are (the backward reads the activations it saved)."""
+        from torch._inductor.output_code import CompiledFxGraph
+
+        fused_call, graph_call = Fused.__call__, CompiledFxGraph.__call__
+
+        def call_fused(fused: Fused, *args: Any, **kwargs: Any) -> Any:
+            with _no_modes():
+                return fused_call(fused, *args, **kwargs)
+
+        def call_graph(graph: CompiledFxGraph, inputs: list[Any]) -> Any:
+            kept = list(inputs)  # the graph empties the list it is given (its inputs freed early)
+            with _no_modes():
+                out = graph_call(graph, inputs)
+            self.records.append(lambda: _write_back(out, graph_call(graph, list(kept))))
+            self.compiled_calls += 1
+            return out
+
+        Fused.__call__, CompiledFxGraph.__call__ = call_fused, call_graph
+        try:
+            yield
+        finally:
+            Fused.__call__, CompiledFxGraph.__call__ = fused_call, graph_call
+
+
+@contextlib.contextmanager
+def _no_modes() -> Iterator[None]:
+    """Without the recording modes, dispatch and torch function alike."""
+    from torch.overrides import _len_torch_function_stack, _pop_mode_temporarily
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_disable_current_modes())
+        for _ in range(_len_torch_function_stack()):
+            stack.enter_context(_pop_mode_temporarily())
+        yield
 
 
 def warp_pointers(sims: list[Simulation]) -> dict[str, int]:

@@ -15,8 +15,12 @@ import mjrl.runner.start
 from mjrl.runner.graphs import LoopGraphs
 
 
-def emulated_loop_graphs(setting: str, ctx: Any, env: Any, generators: list[torch.Generator]) -> LoopGraphs:
-    return LoopGraphs(lambda: EmulatedGraph([env.sim]))
+def emulated_loop_graphs(setting: str, ctx: Any, env: Any, generators: list[torch.Generator]) -> LoopGraphs | None:
+    """`--runner.cuda-graphs on` or auto: the emulated graphs, collectives warmed up as on a GPU."""
+    if setting == "off":
+        return None
+    ctx.warm_up_collectives()
+    return LoopGraphs(lambda: EmulatedGraph([env.sim]), ctx)
 
 
 mjrl.runner.start.loop_graphs = emulated_loop_graphs

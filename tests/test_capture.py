@@ -20,7 +20,16 @@ from mjrl.distributed.context import single_process
 from mjrl.errors import UsageError
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.faults import fault_hooks
-from mjrl.runner.graphs import CAPTURED, Graph, LoopGraphs, choose_graphs, loop_graphs, why_not_graphs
+from mjrl.runner.graphs import (
+    CAPTURED,
+    CAPTURED_WITH_RANKS,
+    SEVERAL_RANKS,
+    Graph,
+    LoopGraphs,
+    choose_graphs,
+    loop_graphs,
+    why_not_graphs,
+)
 from mjrl.runner.runner import Runner
 from mjrl.runner.start import build_run
 from mjrl.sim import TerrainConfig
@@ -59,7 +68,7 @@ def build(
         cfg = dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, cuda_graphs="on"))
     runner = build_run(task, cfg, single_process(DEVICE))
     if graphed and DEVICE == "cpu":
-        runner.graphs = LoopGraphs(lambda: EmulatedGraph([runner.env.sim]))
+        runner.graphs = LoopGraphs(lambda: EmulatedGraph([runner.env.sim]), runner.ctx)
     return runner
 
 
@@ -182,6 +191,28 @@ def test_an_off_policy_learner_replayed_as_graphs_logs_what_it_logs_eagerly(tmp_
     assert runs[True] == runs[False]
 
 
+def test_compiled_code_runs_compiled_inside_the_emulated_capture(tmp_path):
+    """`--runner.compile all` inside the emulated graphs, as inside real ones: each inductor
+    graph (the env's step terms, the policy's act, PPO's losses and their backward) is recorded
+    compiled, not replaced by the eager code, and the replayed run logs what its eager twin,
+    compiled alike, logs, through a checkpoint."""
+    runs, graphs = {}, []
+    for graphed in (False, True):
+        runner = build("Mjrl-Cartpole-Balance", tmp_path / str(graphed), None, graphed, compile="all",
+                       max_iterations=4, save_interval=2)  # fmt: skip
+        if graphed:
+            runner.graphs.make_graph = lambda: graphs.append(EmulatedGraph([runner.env.sim])) or graphs[-1]  # noqa: B023
+        summary = runner.run()
+        lines = [json.loads(line) for line in (runner.run_dir / "metrics.jsonl").read_text().splitlines()]
+        timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s"}
+        runs[graphed] = [{k: v for k, v in line.items() if k not in timings} for line in lines]
+        runs[graphed].append(summary["parameters_sha256"])
+    # The rollout: some per step; the update: 5 epochs x 2 minibatches, forward and backward.
+    rollout, update = (graph.compiled_calls for graph in graphs)
+    assert rollout > 0 and rollout % 8 == 0 and update == 5 * 2 * 2
+    assert runs[True] == runs[False]
+
+
 def test_a_host_read_cannot_be_captured():
     with pytest.raises(CaptureError, match=r"Tensor\.item reads the device on the host"):
         EmulatedGraph([]).capture(lambda: torch.ones(2).sum().item())
@@ -235,14 +266,17 @@ def test_the_loop_is_captured_only_where_a_gpu_can_hold_it():
     """`--runner.cuda-graphs`: on where nothing stands against it; `auto` falls back with the
     reason in one line, `on` refuses with it (the CPU's case: tests/test_bad_input.py)."""
     gpu = torch.device("cuda", 0)
-    assert why_not_graphs(gpu, False, True, False) is None
+    assert why_not_graphs(gpu, True, False) is None
     assert choose_graphs("auto", None) == (True, CAPTURED)
     assert choose_graphs("on", None) == (True, CAPTURED)
     assert choose_graphs("off", None) == (False, None)
-    for why_not in (why_not_graphs(gpu, True, True, False), why_not_graphs(gpu, False, False, False),
-                    why_not_graphs(gpu, False, True, True)):  # fmt: skip
+    for why_not in (why_not_graphs(gpu, False, False), why_not_graphs(gpu, True, True)):
         assert why_not is not None
         assert choose_graphs("auto", why_not) == (False, f"cuda graphs: off ({why_not})")
         with pytest.raises(UsageError, match=re.escape(f"--runner.cuda-graphs on: {why_not}")):
             choose_graphs("on", why_not)
-    assert "deterministic" in why_not_graphs(gpu, False, True, True)
+    assert "deterministic" in why_not_graphs(gpu, True, True)
+    # Several ranks: `auto` stays eager, `on` captures their collectives and says how far that is proven.
+    assert choose_graphs("auto", None, several_ranks=True) == (False, f"cuda graphs: off ({SEVERAL_RANKS})")
+    assert choose_graphs("on", None, several_ranks=True) == (True, CAPTURED_WITH_RANKS)
+    assert "CPU emulator only" in CAPTURED_WITH_RANKS

@@ -29,8 +29,25 @@ def learner(setting: str):
     return env, algorithm
 
 
+GPU = DEVICE != "cpu"
+TOLERANCE = 1e-3 if GPU else 1e-5
+"""Compiled against eager, absolute and relative. On the CPU the physics is bit for bit the same
+(its inputs are) and the fused arithmetic rounds differently in the last bits: 1e-5. On a GPU
+two runs of a task with contacts differ from their first step, compiled or not: mujoco_warp
+orders contacts by an atomic counter and 4.0.0 does not sort them, even in its deterministic
+mode (H100, 2026-11-27), and the difference grows over a rollout's falls. There the physics and
+what follows from it are compared within 1e-3, and the same envs ending is not required."""
+
+
 def assert_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(actual, expected, rtol=TOLERANCE, atol=TOLERANCE)
+
+
+def assert_same_physics(compiled: torch.Tensor, eager: torch.Tensor) -> None:
+    if GPU:
+        assert_close(compiled, eager)
+    else:
+        assert torch.equal(compiled, eager)
 
 
 def test_a_compiled_rollout_and_update_match_the_eager_ones_through_falls_and_resets() -> None:
@@ -43,10 +60,11 @@ def test_a_compiled_rollout_and_update_match_the_eager_ones_through_falls_and_re
         # Doubled actions: some robots fall, and their envs reset mid-rollout.
         a_obs, a_reward, a_term, a_trunc, a_extras = eager_env.step(2 * actions)
         b_obs, b_reward, b_term, b_trunc, b_extras = env.step(2 * actions)
-        # The same envs end and the physics stays bit for bit the same (its inputs are); the
-        # fused arithmetic may round differently in the last bits.
-        assert torch.equal(a_term, b_term) and torch.equal(a_trunc, b_trunc)
-        assert torch.equal(eager_env.sim.qpos, env.sim.qpos)
+        # On the CPU the same envs end and the physics stays bit for bit the same (its inputs
+        # are); the fused arithmetic may round differently in the last bits.
+        if not GPU:
+            assert torch.equal(a_term, b_term) and torch.equal(a_trunc, b_trunc)
+        assert_same_physics(env.sim.qpos, eager_env.sim.qpos)
         assert_close(b_reward, a_reward)
         for group in a_obs:
             assert_close(b_obs[group], a_obs[group])
@@ -56,7 +74,8 @@ def test_a_compiled_rollout_and_update_match_the_eager_ones_through_falls_and_re
         ended += int((a_term | a_trunc).sum())
     assert ended > 0  # resets were exercised
     assert_close(env.episode_return, eager_env.episode_return)
-    assert torch.equal(env.episodes.lengths, eager_env.episodes.lengths)
+    if not GPU:
+        assert torch.equal(env.episodes.lengths, eager_env.episodes.lengths)
     assert_close(env.pop_term_stats(), eager_env.pop_term_stats())
     assert_close(compiled.storage.rewards, eager.storage.rewards)
 

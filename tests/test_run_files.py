@@ -298,6 +298,7 @@ def test_a_checkpoint_written_before_issue_12_resumes_where_it_left_off(tmp_path
         "algorithm",
         "plugins",
         "policy",
+        "force_collectives",
     }
     assert checkpoint["config"]["algo"] == "ppo" and set(checkpoint["rng"]) == set(old["rng"])
     sections = [set(checkpoint["config"][name]) for name in ("runner", "algorithm", "policy")]

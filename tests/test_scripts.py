@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -175,16 +176,31 @@ def test_the_kernel_counter_counts_launches_not_views_whoever_launches_them(monk
     assert wp.launch is original_launch  # and Warp is left as it was
 
 
+TINY_GPU_PHASES = {"LOOP_DEVICE": "cpu", "LOOP_GRAPHS": "off", "LOOP_ENVS": "16", "LOOP_ITERATIONS": "2",
+                   "LOOP_PHYSICS_STEPS": "10", "LOOP_TASKS": "Mjrl-Cartpole-Balance", "COLLECTIVES_DEVICE": "cpu",
+                   "COLLECTIVES_GRAPHS": "off", "COLLECTIVES_ENVS": "16", "COLLECTIVES_ITERATIONS": "2"}  # fmt: skip
+
+
 def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) -> None:
-    """Both benchmarks' default modes, tiny, on the CPU (issue 59): `bench_train` names its
+    """Both benchmarks' default modes, tiny, on the CPU (issue 59), `bench_train` through the
+    `loop` and `collectives` phases of `gpu_checks.sh`, which keep every JSON line, tagged with
+    its phase, in raw.jsonl (a window's raw figures, kept in docs/gpu/): `bench_train` names its
     physics rates for what they are and reports the share of the replayed physics, consistent
-    with them; `bench_update` builds the task's own networks."""
+    with them; one process forced to issue its collectives learns what it learns without;
+    `bench_update` builds the task's own networks."""
 
     def lines(*args: str) -> list[dict]:
         out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, timeout=300).stdout
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
-    (train,) = lines(str(SCRIPTS / "bench_train.py"), "--num-envs", "16", "--iterations", "2", "--physics-steps", "10")
+    env = {**os.environ, **TINY_GPU_PHASES, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    subprocess.run(["bash", str(SCRIPTS / "gpu_checks.sh"), "loop", "collectives"], env=env, cwd=SCRIPTS.parent,
+                   capture_output=True, check=True, timeout=300)  # fmt: skip
+    raw = [json.loads(line) for line in (tmp_path / "raw.jsonl").read_text().splitlines()]
+    assert [line["phase"] for line in raw] == ["loop", "collectives", "collectives", "collectives"]
+    train, eager, forced, verdict = raw
+    assert (eager["forced_collectives"], forced["forced_collectives"]) == (False, True)
+    assert eager["learned_sha256"] == forced["learned_sha256"] and verdict == {**verdict, "learned_alike": True}
     assert "ratio" not in train
     assert train["physics_replayed_env_steps_per_s"] > 0 and train["physics_bare_env_steps_per_s"] > 0
     share = train["training_env_steps_per_s"] / train["physics_replayed_env_steps_per_s"]

@@ -189,7 +189,8 @@ def test_a_dying_launchers_sigint_is_a_failure_not_a_stop_request(tmp_path):
     assert f"mjrl watchdog (rank 1): {reason}" in (tmp_path / "stderr").read_text()
 
 
-REPLAYED_RUN = ("Mjrl-Cartpole-Balance", "--device", "cpu", "--plugins", "emulated_graphs", "--logger", "none",
+REPLAYED_RUN = ("Mjrl-Cartpole-Balance", "--device", "cpu", "--plugins", "emulated_graphs",
+                "--runner.cuda-graphs", "on", "--logger", "none",
                 "--env.num-envs", "16", "--runner.num-steps-per-env", "64", "--algorithm.num-mini-batches", "2",
                 "--runner.eval-interval", "0", "--nproc-per-node", "1", "--hang-timeout-s", "2",
                 "--max-restarts", "0")  # fmt: skip

@@ -177,10 +177,14 @@ def split_endpoint(endpoint: str) -> tuple[str, int]:
 
 @dataclasses.dataclass
 class CommStats:
-    """Wall time spent inside collectives (including waiting for slower ranks)."""
+    """Wall time spent inside collectives (including waiting for slower ranks), and whether
+    collectives are being recorded into a graph now."""
 
     seconds: float = 0.0
     calls: int = 0
+    captured: int = 0
+    """Collectives recorded into a graph (untimed: each replay runs them on the device)."""
+    capturing: bool = False
 
 
 TORCHRUN_DEFAULT_JOB_ID = "none"
@@ -205,6 +209,9 @@ class DistContext:
     """Heartbeat and abort flag shared by the ranks (multi-rank jobs only)."""
     store: dist.Store | None = dataclasses.field(default=None, compare=False)
     """The rendezvous store of this job and restart round (multi-rank jobs only)."""
+    forced_collectives: bool = False
+    """A one-process run that issues its collectives anyway, in a process group of one
+    (`--force-collectives`)."""
 
     @property
     def run_key(self) -> str | None:
@@ -219,6 +226,19 @@ class DistContext:
         """Tell the watchdog that this rank's main thread is making progress."""
         if self.watchdog is not None:
             self.watchdog.progress()
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[None]:
+        """Within this block the loop is being captured into a graph (`mjrl.runner.graphs`): a
+        collective is recorded with the rest, on the capture's stream, with no host sync and no
+        timer around it (neither can be in a graph); each replay runs it where it was recorded,
+        ordered after the work before it. Its time, and a wait for a slower peer, is then the
+        segment's (`learning_s`), not `collective_s`."""
+        self.comm.capturing = True
+        try:
+            yield
+        finally:
+            self.comm.capturing = False
 
     @contextlib.contextmanager
     def _timed(self) -> Iterator[None]:
@@ -240,53 +260,72 @@ class DistContext:
 
     @property
     def is_distributed(self) -> bool:
+        """Several ranks."""
         return self.world_size > 1
 
-    def _collective(self, tensor: torch.Tensor, launch: Callable[[], dist.Work]) -> None:
-        """Run one collective (`launch` starts it with `async_op=True`) and wait for it to
-        complete inside the timed bracket. NCCL returns as soon as the collective is queued
-        and `work.wait()` only orders the stream after it: without the stream sync, the wait
-        for a slow peer would land in the next `.item()`, outside `collective_s`, and the
-        watchdog would blame this rank for making no progress instead of the collective."""
+    @property
+    def issues_collectives(self) -> bool:
+        """Whether this rank's reductions are collectives: with several ranks, or one forced to
+        (`--force-collectives`); otherwise each is the identity and costs nothing."""
+        return self.world_size > 1 or self.forced_collectives
+
+    def _collective(self, tensor: torch.Tensor, launch: Callable[[bool], dist.Work | None]) -> None:
+        """Run one collective (`launch(async_op)` starts it) and wait for it to complete inside
+        the timed bracket. NCCL returns as soon as the collective is queued and `work.wait()`
+        only orders the stream after it: without the stream sync, the wait for a slow peer
+        would land in the next `.item()`, outside `collective_s`, and the watchdog would blame
+        this rank for making no progress instead of the collective. Inside a capture
+        (`capturing`), it is only recorded."""
+        if self.comm.capturing:
+            launch(False)
+            self.comm.captured += 1
+            return
         stream = torch.cuda.current_stream(tensor.device) if tensor.is_cuda else None
         if stream is not None:
             stream.synchronize()  # the work already queued (a backward pass) is not collective time
         with self._timed():
-            work = launch()
+            work = launch(True)
             work.wait()
             if stream is not None:
                 stream.synchronize()
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum `tensor` over all ranks, in place; returns it."""
-        if self.is_distributed:
-            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
+        if self.issues_collectives:
+            self._collective(tensor, lambda a: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=a))
         return tensor
 
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         """Average `tensor` over all ranks, in place; returns it."""
-        if self.is_distributed:
-            self._collective(tensor, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
+        if self.issues_collectives:
+            self._collective(tensor, lambda a: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=a))
             tensor /= self.world_size
         return tensor
 
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """(world_size, *tensor.shape): every rank's `tensor`."""
-        if not self.is_distributed:
+        if not self.issues_collectives:
             return tensor.unsqueeze(0)
         out = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        self._collective(tensor, lambda: dist.all_gather(out, tensor, async_op=True))
+        self._collective(tensor, lambda a: dist.all_gather(out, tensor, async_op=a))
         return torch.stack(out)
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         """Copy rank `src`'s `tensor` to every rank, in place; returns it."""
-        if self.is_distributed:
-            self._collective(tensor, lambda: dist.broadcast(tensor, src=src, async_op=True))
+        if self.issues_collectives:
+            self._collective(tensor, lambda a: dist.broadcast(tensor, src=src, async_op=a))
         return tensor
+
+    def warm_up_collectives(self) -> None:
+        """One small all-reduce on this rank's device, before a capture: NCCL sets up what a
+        communicator needs at its first collective, which a capture must not contain. Every
+        rank calls it at the same point (building its run)."""
+        if self.issues_collectives:
+            self.all_reduce_sum(torch.zeros(1, device=self.device))
 
     def broadcast_tensors(self, tensors: Iterable[torch.Tensor], src: int = 0) -> None:
         """Broadcast many tensors with one collective per dtype (flattened into one buffer)."""
-        if not self.is_distributed:
+        if not self.issues_collectives:
             return
         by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
         for t in tensors:
@@ -298,7 +337,7 @@ class DistContext:
 
     def broadcast_text(self, text: str | None, src: int = 0) -> str:
         """Send a short string from rank `src` to every rank (as a uint8 tensor, not a pickle)."""
-        if not self.is_distributed:
+        if not self.issues_collectives:
             return text or ""
         data = (text or "").encode()
         size = torch.tensor([len(data)], dtype=torch.long, device=self._comm_device)
@@ -315,7 +354,7 @@ class DistContext:
 
     def ranks_where(self, flag: bool) -> list[int]:
         """The ranks on which `flag` is true (every rank learns the same list)."""
-        if not self.is_distributed:
+        if not self.issues_collectives:
             return [0] if flag else []
         flags = self.all_gather(torch.tensor([int(flag)], device=self._comm_device))
         return [rank for rank, value in enumerate(flags.flatten().tolist()) if value]
@@ -343,21 +382,39 @@ class DistContext:
             ) from exc
 
     def barrier(self) -> None:
-        if self.is_distributed:
+        if self.issues_collectives:
             with self._timed():
                 # Unlike NCCL's other collectives, its barrier's wait() blocks the host.
                 dist.barrier(async_op=True).wait()
 
 
-def single_process(device: str = "auto") -> DistContext:
-    """The context of a plain one-process run."""
-    return DistContext(device=resolve_device(device))
+def single_process(device: str = "auto", collectives: bool = False) -> DistContext:
+    """The context of a plain one-process run. With `collectives` (`--force-collectives`), it
+    joins a process group of its own (NCCL on a GPU, gloo on the CPU) and issues every collective
+    that several ranks would; leave it with `shutdown_distributed`."""
+    device_ = resolve_device(device)
+    if not collectives:
+        return DistContext(device=device_)
+    if device_.type == "cuda":
+        torch.cuda.set_device(device_)
+    backend = "nccl" if device_.type == "cuda" else "gloo"
+    dist.init_process_group(
+        backend=backend,
+        store=dist.HashStore(),
+        rank=0,
+        world_size=1,
+        device_id=device_ if backend == "nccl" else None,
+    )
+    return DistContext(device=device_, forced_collectives=True)
 
 
-def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) -> DistContext:
+def init_distributed(
+    device_spec: str, timeout_s: float, hang_timeout_s: float, forced_collectives: bool = False
+) -> DistContext:
     """Join the process group described by the launcher's variables (torchrun or mjrl's own
     launcher): NCCL on CUDA devices, gloo on the CPU, an explicit collective timeout, and a
-    watchdog started by the caller (`ctx.watchdog.start()`) once the rank is ready to train."""
+    watchdog started by the caller (`ctx.watchdog.start()`) once the rank is ready to train.
+    `forced_collectives`: a world of one rank issues its collectives too (`--force-collectives`)."""
     env = launcher_env()
     if env is None:
         raise UsageError(
@@ -405,6 +462,7 @@ def init_distributed(device_spec: str, timeout_s: float, hang_timeout_s: float) 
         restart_count=env.restart_count,
         watchdog=watchdog,
         store=store,
+        forced_collectives=forced_collectives,
     )
 
 

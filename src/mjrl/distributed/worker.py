@@ -16,12 +16,16 @@ T = TypeVar("T")
 
 
 def run_rank(
-    body: Callable[[DistContext, StopFlag], T], device: str, collective_timeout_s: float, hang_timeout_s: float
+    body: Callable[[DistContext, StopFlag], T],
+    device: str,
+    collective_timeout_s: float,
+    hang_timeout_s: float,
+    forced_collectives: bool = False,
 ) -> T:
     """One rank of a distributed job: join the process group, run `body(ctx, stop)`, leave the
     group."""
     stop = StopFlag().install()
-    ctx = init_distributed(device, collective_timeout_s, hang_timeout_s)
+    ctx = init_distributed(device, collective_timeout_s, hang_timeout_s, forced_collectives)
     stop.on_sigint = ctx.watchdog.exit_if_launcher_died
     ctx.watchdog.start()
     try:

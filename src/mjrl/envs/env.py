@@ -30,6 +30,7 @@ from mjrl.envs.spec import EnvConfig, ObsGroup, ObsTerm, TaskSpec
 from mjrl.envs.statistics import GAUGE_PARTS, TermTotals
 from mjrl.envs.symmetry import env_mirrors
 from mjrl.envs.terrain import TerrainState
+from mjrl.fused import fuse
 from mjrl.obs_spec import ObsGroupSpec
 from mjrl.sim import Simulation
 
@@ -291,7 +292,7 @@ class VecEnv:
         first use; random draws (resets, redrawn commands, noise) and the physics stay as they
         are. The eager methods stay the reference it is tested against (`tests/test_compile.py`)."""
         for name in ("_apply_actions", "after_physics", "_end_step", "_observe"):
-            setattr(self, name, torch.compile(getattr(self, name), dynamic=False))
+            setattr(self, name, fuse(getattr(self, name)))
 
     @contextlib.contextmanager
     def _one_state(self) -> Iterator[None]:

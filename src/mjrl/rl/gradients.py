@@ -47,7 +47,7 @@ class FlatGradients:
         """(the scalars, whether to skip the step), as tensors. With `synchronise`, everything is
         first averaged over ranks in one all-reduce, non-finite values zeroed: a flag raised on
         any rank makes every rank skip."""
-        if synchronise and ctx.is_distributed:
+        if synchronise and ctx.issues_collectives:
             self.buffer.nan_to_num_(0.0, 0.0, 0.0)
             ctx.all_reduce_mean(self.buffer)
         n = self.size
@@ -57,7 +57,7 @@ class FlatGradients:
 def broadcast_learner_state(ctx: DistContext, tensors: Sequence[torch.Tensor], optimizer: Adam) -> None:
     """Rank 0's `tensors` (weights, normaliser statistics), Adam's moments, then its learning
     rate, to every rank."""
-    if not ctx.is_distributed:
+    if not ctx.issues_collectives:
         return
     ctx.broadcast_tensors([*tensors, *optimizer.tensors()])
     rate = NamedPack(torch.float64, ctx.device).add("learning_rate", optimizer.lr).broadcast(ctx)

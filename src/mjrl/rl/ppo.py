@@ -17,6 +17,7 @@ import torch
 
 from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
+from mjrl.fused import fuse
 from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import Observations, Transition, parameter_checksum
 from mjrl.rl.config import PpoConfig
@@ -111,10 +112,10 @@ class PPO:
         `update`, the losses of a minibatch step (both networks' passes and PPO's losses, their
         backward with them). Random draws and the gradient bookkeeping stay eager."""
         if rollout:
-            self._act = torch.compile(self._act, dynamic=False)
-            self._store_step = torch.compile(self._store_step, dynamic=False)
+            self._act = fuse(self._act)
+            self._store_step = fuse(self._store_step)
         if update:
-            self._losses = torch.compile(self._losses, dynamic=False)
+            self._losses = fuse(self._losses)
 
     # ------------------------------------------------------------------------ collection
 
@@ -235,9 +236,7 @@ class PPO:
             **rollout_sums(returns, buf.values),
         }
 
-    def _rollout_batch(
-        self, buf: Rollout, last_values: torch.Tensor
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def _rollout_batch(self, buf: Rollout, last_values: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The rollout as one flat batch of samples, advantages computed (and normalised over
         every rank's rollout), and the returns."""
         cfg = self.cfg

@@ -60,6 +60,10 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     distributed: bool = False
     """Run as one rank of a job started by torchrun (`torchrun ... --no_python train TASK
     --distributed True`): rank, world size and rendezvous come from the launcher's variables."""
+    force_collectives: bool = False
+    """Issue the collectives even in a one-process run, in a process group of its own (NCCL on a
+    GPU, gloo on the CPU): what several ranks run, captured in CUDA graphs too, checked where one
+    GPU is at hand. It changes no result (a mean over one rank is the rank's own)."""
     # Flattened (see `flattened`): `--nproc-per-node`, not `--launch.nproc-per-node`.
     launch: Annotated[LaunchOptions, tyro.conf.OmitArgPrefixes] = LaunchOptions()
     """mjrl's built-in elastic launcher: ranks per node, nodes and where they meet."""

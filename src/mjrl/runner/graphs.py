@@ -35,12 +35,10 @@ class Graph(Protocol):
     def replay(self) -> None: ...
 
 
-def why_not_graphs(device: torch.device, distributed: bool, physics_graphs: bool, deterministic: bool) -> str | None:
+def why_not_graphs(device: torch.device, physics_graphs: bool, deterministic: bool) -> str | None:
     """Why the loop cannot be captured here, or None."""
     if device.type != "cuda":
         return "the loop runs on the CPU"
-    if distributed:
-        return "collectives are not captured yet: one process only"
     if not physics_graphs:
         return "this GPU cannot capture mujoco_warp's step (memory pools and conditional graph nodes)"
     if deterministic:
@@ -50,16 +48,23 @@ def why_not_graphs(device: torch.device, distributed: bool, physics_graphs: bool
 
 
 CAPTURED = "cuda graphs: on (the rollout and the update are captured at their first run, then replayed)"
+PROVEN = "proven bit for bit on the CPU emulator only: NCCL inside a graph awaits a GPU (gpu_checks.sh collectives)"
+"""How far captured collectives are proven. Say more once a GPU window has run them."""
+SEVERAL_RANKS = f"several ranks: captured collectives are {PROVEN}; --runner.cuda-graphs on captures them"
+CAPTURED_WITH_RANKS = f"{CAPTURED}; with several ranks, their collectives inside, {PROVEN}"
 
 
-def choose_graphs(setting: Setting, why_not: str | None) -> tuple[bool, str | None]:
-    """(capture the loop, the line that says so: printed unless the graphs are off by choice)."""
+def choose_graphs(setting: Setting, why_not: str | None, several_ranks: bool = False) -> tuple[bool, str | None]:
+    """(capture the loop, the line that says so: printed unless the graphs are off by choice).
+    With several ranks, `auto` stays eager and `on` captures, saying how far that is proven."""
     if setting == "off":
         return False, None
     if why_not is not None and setting == "on":
         raise UsageError(f"--runner.cuda-graphs on: {why_not}; use auto or off")
     if why_not is not None:
         return False, f"cuda graphs: off ({why_not})"
+    if several_ranks:
+        return (True, CAPTURED_WITH_RANKS) if setting == "on" else (False, f"cuda graphs: off ({SEVERAL_RANKS})")
     return True, CAPTURED
 
 
@@ -79,23 +84,27 @@ class CudaGraph:
 
         for generator in self.generators:
             self.graph.register_generator_state(generator)
-        with gc_suspended(), torch.cuda.graph(self.graph, pool=self.pool):
+        # On the rank's GPU, whichever is current: torch.cuda.graph captures on the current one.
+        with torch.cuda.device(self.sim.device), gc_suspended(), torch.cuda.graph(self.graph, pool=self.pool):
             stream, mode = self.sim.warp_stream(), wp.CaptureMode.GLOBAL  # torch captures in its global mode
             with wp.ScopedCapture(device=self.sim.wp_device, stream=stream, external=True, capture_mode=mode):
                 result = fn()
-        self.graph.replay()  # a capture runs nothing
+        self.replay()  # a capture runs nothing
         return result
 
     def replay(self) -> None:
-        self.graph.replay()
+        with torch.cuda.device(self.sim.device):
+            self.graph.replay()
 
 
 class LoopGraphs:
     """The loop's segments by name, each captured at its first `run` that may be captured and
-    replayed at the next ones."""
+    replayed at the next ones. A capture records the segment's collectives with it (`ctx`'s
+    `capturing`): the update's gradient all-reduce is inside its graph, on every rank alike."""
 
-    def __init__(self, make_graph: Callable[[], Graph]) -> None:
+    def __init__(self, make_graph: Callable[[], Graph], ctx: DistContext) -> None:
         self.make_graph = make_graph
+        self.ctx = ctx
         self._graphs: dict[str, Graph] = {}
         self._results: dict[str, Any] = {}
         self.replays = 0
@@ -107,7 +116,8 @@ class LoopGraphs:
             return fn()
         if name not in self._graphs:
             graph = self.make_graph()
-            self._results[name] = graph.capture(fn)
+            with self.ctx.capturing():
+                self._results[name] = graph.capture(fn)
             self._graphs[name] = graph
         else:
             self._graphs[name].replay()
@@ -118,14 +128,15 @@ class LoopGraphs:
 def loop_graphs(
     setting: Setting, ctx: DistContext, env: VecEnv, generators: list[torch.Generator]
 ) -> LoopGraphs | None:
-    """The loop's graphs for `--runner.cuda-graphs`, or None (eager). Every rank decides alike:
-    several ranks are always eager."""
-    why_not = why_not_graphs(ctx.device, ctx.is_distributed, env.sim.replays_graph, env.sim.cfg.deterministic)
-    use, line = choose_graphs(setting, why_not)
+    """The loop's graphs for `--runner.cuda-graphs`, or None (eager). Every rank decides alike
+    (with several ranks, `auto` is eager), and warms its collectives up before any capture."""
+    why_not = why_not_graphs(ctx.device, env.sim.replays_graph, env.sim.cfg.deterministic)
+    use, line = choose_graphs(setting, why_not, ctx.is_distributed)
     if line and ctx.is_main:
         print(line, flush=True)
     if not use:
         return None
     env.sim.launch_inline()  # the physics joins the loop's graphs
+    ctx.warm_up_collectives()
     pool = torch.cuda.graph_pool_handle()  # one memory pool for the rollout's and the update's
-    return LoopGraphs(lambda: CudaGraph(env.sim, generators, pool))
+    return LoopGraphs(lambda: CudaGraph(env.sim, generators, pool), ctx)

@@ -35,11 +35,17 @@ def run_job(task: Task, cfg: TrainConfig, load_task: TaskLoader) -> int:
         else:
             if under_launcher:
                 raise UsageError("started by a launcher (RANK etc. are set) but --distributed True is missing")
-            from mjrl.distributed.context import single_process
+            from mjrl.distributed.context import shutdown_distributed, single_process
             from mjrl.runner.start import train
 
             set_torch_threads(cfg)
-            summary = train(task, cfg, single_process(cfg.device), StopFlag().install())
+            ctx = single_process(cfg.device, collectives=cfg.force_collectives)
+            if ctx.forced_collectives:
+                print(f"collectives: forced, in a process group of one on {ctx.device}", flush=True)
+            try:
+                summary = train(task, cfg, ctx, StopFlag().install())
+            finally:
+                shutdown_distributed()  # the group of one of --force-collectives
     except Preempted as stop:
         if stop.checkpoint is not None:
             print(
@@ -61,7 +67,11 @@ def rank_worker(task: Task, cfg: TrainConfig, given: TrainConfig | None = None) 
 
     set_torch_threads(cfg)
     return run_rank(
-        lambda ctx, stop: train(task, cfg, ctx, stop, given), cfg.device, cfg.collective_timeout_s, cfg.hang_timeout_s
+        lambda ctx, stop: train(task, cfg, ctx, stop, given),
+        cfg.device,
+        cfg.collective_timeout_s,
+        cfg.hang_timeout_s,
+        cfg.force_collectives,
     )
 
 

@@ -111,7 +111,7 @@ def agree_on_run(task_name: str, cfg: TrainConfig, ctx: DistContext) -> tuple[Pa
 def check_same_config(task_name: str, cfg: TrainConfig, ctx: DistContext) -> None:
     """Raise the same SharedUsageError on every rank if any rank was told to train something
     other than rank 0 (launch options such as --node-rank may differ)."""
-    if not ctx.is_distributed:
+    if not ctx.issues_collectives:
         return
     digest = trained_digest(task_name, cfg)
     ranks = ctx.ranks_where(ctx.broadcast_text(digest) != digest)
@@ -175,7 +175,7 @@ def restore_env_state(ctx: DistContext, checkpoint: dict[str, Any] | None, env: 
     reached rather than from the first rows. A collective: every rank of a resume calls it,
     before the random streams are restored (the envs restart their episodes)."""
     saved: list[dict[str, torch.Tensor]] = checkpoint["env_ranks"] if checkpoint is not None else []
-    if not ctx.is_distributed:
+    if not ctx.issues_collectives:
         env.load_resume_state(saved[0] if saved else {})
         return
     template = env.resume_state()

@@ -301,7 +301,7 @@ class Runner:
 
     def _check_replicas(self) -> None:
         interval = self.cfg.runner.replica_check_interval
-        if not self.ctx.is_distributed or interval <= 0 or self.state.iteration % interval:
+        if not self.ctx.issues_collectives or interval <= 0 or self.state.iteration % interval:
             return
         sums = self.ctx.all_gather(self.algorithm.parameter_checksum())
         differ = [r for r in range(self.ctx.world_size) if not torch.equal(sums[r], sums[0])]

@@ -103,7 +103,7 @@ def gather_env_states(ctx: DistContext, env: VecEnv) -> list[dict[str, torch.Ten
     """On rank 0, every rank's `env.resume_state()` (its terrain rows and episode window), by
     rank; elsewhere []. A collective: every rank calls it at the same point."""
     mine = env.resume_state()
-    if not ctx.is_distributed:
+    if not ctx.issues_collectives:
         return [mine]
     gathered = {name: ctx.all_gather(value) for name, value in mine.items()}
     if not ctx.is_main:
@@ -121,7 +121,7 @@ def seed_everything(seed: int) -> None:
 def sync_from_main(ctx: DistContext, algorithm: Algorithm, state: TrainingState) -> TrainingState:
     """Put every rank in lockstep with rank 0: the algorithm's learning state, then the
     counters in one broadcast."""
-    if not ctx.is_distributed:
+    if not ctx.issues_collectives:
         return state
     algorithm.broadcast_from_main()
     pack = NamedPack(torch.float64, ctx.device)

@@ -68,6 +68,16 @@ class GraphChoice:
     """One line saying why a requested capture is off."""
 
 
+def warp_device_name(device: torch.device) -> str:
+    """Warp's name for the rank's torch device: `cuda:N` for `cuda:N` (with its index always:
+    Warp's "cuda" is its current device, cuda:0 in a process that chose none), else `cpu`."""
+    if device.type != "cuda":
+        return "cpu"
+    if device.index is None:
+        raise ValueError(f"{device}: a rank's CUDA device names its index")
+    return f"cuda:{device.index}"
+
+
 def choose_graph(requested: bool, is_cuda: bool, mempool_enabled: bool, conditional_nodes: bool) -> GraphChoice:
     """Whether to capture the substep loop. On the CPU, Warp's API capture always works. A CUDA
     graph of mujoco_warp's step needs CUDA memory pools (its solver allocates temporaries
@@ -165,7 +175,9 @@ class Simulation:
         self.cfg = cfg
         self.num_worlds = num_worlds
         self.device = torch.device(device)
-        self.wp_device = wp.get_device(str(self.device) if self.device.type == "cuda" else "cpu")
+        if self.device.type == "cuda" and self.device.index is None:  # a script's "cuda": torch's current GPU
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.wp_device = wp.get_device(warp_device_name(self.device))
         self.dt = mj_model.opt.timestep * cfg.decimation
         with wp.ScopedDevice(self.wp_device):
             fields = set(cfg.per_world_model_fields)
@@ -255,7 +267,7 @@ class Simulation:
         they must never be reallocated (every writer above goes through the torch views)."""
         with wp.ScopedDevice(self.wp_device):
             self._substeps()  # compiles and loads every kernel before capture
-            with gc_suspended(), wp.ScopedCapture() as capture:
+            with gc_suspended(), wp.ScopedCapture(device=self.wp_device) as capture:
                 self._substeps()
             if self.wp_device.is_cuda:
                 wp.synchronize_device(self.wp_device)  # the warm-up step, before torch's reset

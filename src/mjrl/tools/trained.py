@@ -42,7 +42,6 @@ def trained_env_config(task: Task, state: dict | None) -> EnvConfig:
     return apply_dict(task.env_cfg, state["config"]["env"], "env.")
 
 
-
 def load_trained(
     task: Task, state: dict, source: Path, env_cfg: EnvConfig, device: torch.device, seed: int = 0
 ) -> tuple[VecEnv, TrainedPolicy]:
