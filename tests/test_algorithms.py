@@ -109,7 +109,7 @@ def test_an_off_policy_learner_trains_on_two_ranks_in_lockstep(tmp_path):
 
 
 def test_an_unknown_algorithm_and_another_algorithms_flag_are_one_line(tmp_path):
-    unknown = run_main("train", BALANCE, "--algo", "sac", "--log-root", str(tmp_path))
+    unknown = run_main("train", BALANCE, "--algo", "nope", "--log-root", str(tmp_path))
     assert unknown.returncode == 2 and "registered: " in unknown.stderr and "replay-test" in unknown.stderr
     ppo_flag = run_main("train", BALANCE, *FLAGS, "--algorithm.clip-param", "0.1", "--log-root", str(tmp_path))
     assert ppo_flag.returncode == 2 and "Traceback" not in ppo_flag.stderr

@@ -121,6 +121,15 @@ CASES = {
     "symmetry-negative": (["train", BALANCE, "--algorithm.symmetry.mirror-loss-coef", "-1"], "at least 0"),
     "symmetry-without-mirrors": (["train", GO1, "--env.robot.mirror-names", "--algorithm.symmetry.augment", "True"],
                                  "has no mirror_names"),
+    # SAC
+    "sac-n-step-beyond-ring": (["train", BALANCE, "--algo", "sac", "--algorithm.n-step", "9",
+                                "--algorithm.buffer-steps", "8"], "is longer than the ring"),
+    "sac-ring-below-batch": (["train", BALANCE, "--algo", "sac", "--env.num-envs", "4", "--algorithm.buffer-steps",
+                              "8", "--algorithm.batch-size", "64"], "fewer than a batch"),
+    "sac-negative-temperature": (["train", BALANCE, "--algo", "sac", "--algorithm.init-temperature", "-1"],
+                                 "--algorithm.init-temperature"),
+    "sac-other-policy-kind": (["train", BALANCE, "--algo", "sac", "--policy.kind", "mlp"],
+                              "--algo sac trains --policy.kind squashed"),
     # video sizes and the launcher's counts
     "video-odd-size": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4", "--video-size", "17",
                         "17"], "even sizes only"),

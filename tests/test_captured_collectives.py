@@ -4,7 +4,7 @@ recorded in its graph, log what their eager twins log bit for bit, in both `--al
 modes, through a checkpoint, a replica check and an iteration that one rank runs eagerly (a
 fault injected there) while the other replays. A third process, alone with
 `--force-collectives`, issues the collectives each of the two ranks issues (counted by a
-dispatch mode) and logs exactly what it logs without them."""
+dispatch mode) and logs exactly what it logs without them. PPO in both sync modes, and SAC."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from conftest import TINY_RUN, free_port, run_main
 from torch.utils._python_dispatch import TorchDispatchMode
 
 TASK = "Mjrl-Cartpole-Balance"
-CASES = [("gradients", False), ("gradients", True), ("rollout", False), ("rollout", True)]
-"""(--algorithm.sync, emulated graphs) of every run, in every process."""
+CASES = [("gradients", False), ("gradients", True), ("rollout", False), ("rollout", True), ("sac", False),
+         ("sac", True)]  # fmt: skip
+"""(PPO's --algorithm.sync, or SAC; emulated graphs) of every run, in every process."""
 TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s"}
 
 
@@ -45,7 +46,11 @@ def _config(log_root: Path, sync: str, graphed: bool):
     from mjrl.tasks import load_task
 
     task = load_task(TASK)
-    cfg = TrainConfig.for_task(task)
+    cfg = TrainConfig.for_task(task, "sac" if sync == "sac" else "ppo")
+    if sync == "sac":  # an update after every 4 steps, from a ring of 8 steps
+        algorithm = dataclasses.replace(cfg.algorithm, batch_size=32, buffer_steps=8, update_every=4, learning_starts=4)
+    else:
+        algorithm = dataclasses.replace(cfg.algorithm, num_mini_batches=2, sync=sync)
     return task, dataclasses.replace(
         cfg,
         env=dataclasses.replace(cfg.env, num_envs=8, episode_length_s=1.0),
@@ -57,7 +62,7 @@ def _config(log_root: Path, sync: str, graphed: bool):
             replica_check_interval=2,
             cuda_graphs="on" if graphed else "off",
         ),
-        algorithm=dataclasses.replace(cfg.algorithm, num_mini_batches=2, sync=sync),
+        algorithm=algorithm,
         device="cpu",
         logger="none",
         log_root=str(log_root),
@@ -110,7 +115,7 @@ def _process(index: int, port: int, out: str) -> None:
         shutdown_distributed()
     if index == 2:  # the switch off: no process group, no collective
         alone = single_process("cpu")
-        for sync in ("gradients", "rollout"):
+        for sync in ("gradients", "rollout", "sac"):
             results[f"{sync}/off"] = _train(alone, root / f"{sync}-off", sync, False)
     (Path(out) / f"{index}.json").write_text(json.dumps(results))
 
@@ -118,10 +123,13 @@ def _process(index: int, port: int, out: str) -> None:
 def test_collectives_captured_in_the_loops_graphs_replay_as_the_eager_ones(tmp_path):
     mp.spawn(_process, args=(free_port(), str(tmp_path)), nprocs=3, join=True)
     rank0, rank1, alone = (json.loads((tmp_path / f"{i}.json").read_text()) for i in range(3))
-    for sync in ("gradients", "rollout"):
+    for sync in ("gradients", "rollout", "sac"):
         eager, graphed = rank0[f"{sync}/False"], rank0[f"{sync}/True"]
-        # Replayed: iterations 0 and 3 eager on rank 0, 1 captured, 2 and 4 replayed.
-        assert graphed["replays"] == 2 * 2 and rank1[f"{sync}/True"]["replays"] == 2 * 3
+        # Replayed: iterations 0 and 3 eager on rank 0, 1 captured, 2 and 4 replayed (SAC: 2
+        # segment pairs an iteration, the first of iteration 1 captured).
+        segments = 2 if sync == "sac" else 1
+        assert graphed["replays"] == 2 * (segments - 1 + 2 * segments)
+        assert rank1[f"{sync}/True"]["replays"] == 2 * (segments - 1 + 3 * segments)
         assert graphed["captured"] > 0 and eager["captured"] == 0  # the update's collectives were in its graph
         assert graphed["metrics"][3]["nonfinite_resets"] > 0  # the fault did corrupt rank 0's actions
         assert graphed["metrics"] == eager["metrics"], sync
@@ -129,6 +137,8 @@ def test_collectives_captured_in_the_loops_graphs_replay_as_the_eager_ones(tmp_p
         # Replays issue the collectives the eager loop issues; every rank the same.
         assert graphed["collectives"] == eager["collectives"] == rank1[f"{sync}/True"]["collectives"]
         assert eager["collectives"]["allreduce_"] > 0 and eager["collectives"]["allgather_"] > 0
+        if sync == "sac":  # the ring's NaN actions skip steps; on both ranks alike, as before
+            assert any(line["gradient_steps"] > 0 for line in eager["metrics"])
         # One rank forced to issue its collectives issues each of them, and learns as without.
         for graphs in (False, True):
             assert alone[f"{sync}/{graphs}"]["collectives"] == eager["collectives"]

@@ -75,3 +75,27 @@ def test_episodes_are_counted_env_by_env_up_to_the_number_asked_for():
     assert episodes.lengths == [STEPS_PER_EPISODE] * 6 and episodes.terminated == [False] * 6
     assert episodes.steps == 4 * 2 * STEPS_PER_EPISODE  # every env counts until its 2 episodes end
     assert episodes.metric_sums["cart_distance"] == pytest.approx(distance, rel=1e-6)
+
+
+class Alternating:
+    """+0.5, then -0.5, then +0.5, ... from every reset: a squared change of 1 between steps."""
+
+    def __init__(self, env: VecEnv):
+        self.sign = torch.ones(env.num_envs, 1)
+
+    def act_deterministic(self, actor_obs: torch.Tensor) -> torch.Tensor:
+        actions = 0.5 * self.sign
+        self.sign = -self.sign
+        return actions
+
+    def reset(self, dones: torch.Tensor) -> None:
+        self.sign = torch.where(dones.unsqueeze(1), 1.0, self.sign)
+
+
+def test_the_action_rate_is_the_squared_change_between_steps_of_an_episode():
+    """`mean_action_rate` (`eval/mean_action_rate` in training): 1 on every step but each
+    episode's first, whose change from the episode before does not count."""
+    env = make_env(3)
+    summary = run_episodes(env, Alternating(env), 6).summary()
+    assert summary["mean_action_rate"] == pytest.approx((STEPS_PER_EPISODE - 1) / STEPS_PER_EPISODE)
+    assert run_episodes(make_env(3), ZeroActions(1), 3).summary()["mean_action_rate"] == 0.0

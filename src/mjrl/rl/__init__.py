@@ -14,6 +14,7 @@ from mjrl.rl.config import (
     PolicyConfig,
     PpoConfig,
     RunnerConfig,
+    SacConfig,
     SymmetryConfig,
 )
 from mjrl.rl.networks import ActorCritic, build_actor_critic
@@ -51,6 +52,7 @@ __all__ = [
     "PolicyKind",
     "PpoConfig",
     "RunnerConfig",
+    "SacConfig",
     "SymmetryConfig",
     "TaskFacts",
     "TrainedPolicy",
@@ -86,6 +88,11 @@ def check_agent_config(
     checkpoint)."""
     spec = chosen_spec(cfg)
     check_policy_kind(cfg.policy.kind)
+    if cfg.policy.kind not in ("auto", spec.policy_kind) and spec.policy_kind != "mlp":
+        # An algorithm with a kind of its own (SAC's squashed actor) trains that kind only.
+        from mjrl.errors import UsageError
+
+        raise UsageError(f"--algo {spec.name} trains --policy.kind {spec.policy_kind} (or auto), not {cfg.policy.kind}")
     if spec.check is not None:
         spec.check(cfg, TaskFacts(task_name, observation_groups, symmetry_problem))
 
@@ -100,10 +107,10 @@ def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistCo
     from mjrl.errors import UsageError
     from mjrl.rl.algorithm import update_every
 
+    spec = chosen_spec(cfg)
     with torch.random.fork_rng(devices=[]):  # torch's layers initialise from the global generator
         torch.manual_seed(seed)
-        policy = build_policy(env.obs_spec, env.num_actions, cfg.policy, ctx.device)
-    spec = chosen_spec(cfg)
+        policy = build_policy(env.obs_spec, env.num_actions, cfg.policy, ctx.device, spec.name)
     algorithm = spec.build(cfg, policy, env, num_steps, ctx)
     every = update_every(algorithm)
     if every and num_steps % every:
@@ -160,6 +167,31 @@ def _build_distillation(
     return Distillation(policy, teacher, cfg.algorithm, ctx, env.num_envs, num_steps)
 
 
+def _check_sac(cfg: AgentSections, task: TaskFacts) -> None:
+    """What a SAC run cannot train with, before anything is built: a ring that cannot hold a
+    batch, or n-step windows longer than the ring."""
+    from mjrl.errors import UsageError
+
+    sac, envs = cfg.algorithm, getattr(getattr(cfg, "env", None), "num_envs", None)
+    if sac.n_step > sac.buffer_steps:
+        raise UsageError(
+            f"--algorithm.n-step {sac.n_step} is longer than the ring (--algorithm.buffer-steps {sac.buffer_steps}): "
+            "give n-step at most buffer-steps"
+        )
+    if envs is not None and sac.buffer_steps * envs < sac.batch_size:
+        raise UsageError(
+            f"the ring holds {sac.buffer_steps * envs} transitions (--algorithm.buffer-steps {sac.buffer_steps} x "
+            f"--env.num-envs {envs}), fewer than a batch (--algorithm.batch-size {sac.batch_size}): raise "
+            "buffer-steps or lower batch-size"
+        )
+
+
+def _build_sac(cfg: AgentSections, policy: Any, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
+    from mjrl.rl.sac import SAC
+
+    return SAC(policy, cfg.algorithm, cfg.policy, env, ctx)
+
+
 register_algorithm(
     AlgorithmSpec("ppo", PpoConfig, _build_ppo, "PPO (rsl_rl's), settings --algorithm.*", check=_check_ppo)
 )
@@ -170,5 +202,15 @@ register_algorithm(
         _build_distillation,
         "teacher-student distillation (DAgger), settings --algorithm.* (--algorithm.teacher RUN)",
         check=_check_distillation,
+    )
+)
+register_algorithm(
+    AlgorithmSpec(
+        "sac",
+        SacConfig,
+        _build_sac,
+        "soft actor-critic (FastSAC's family: distributional twin critics, n-step, replay ring), --algorithm.*",
+        check=_check_sac,
+        policy_kind="squashed",
     )
 )

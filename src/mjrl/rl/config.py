@@ -61,9 +61,11 @@ class RunnerConfig:
 class PolicyConfig:
     """The policy: its kind, networks, action noise and observation normalisation."""
 
-    kind: str = "mlp"
-    """The policy kind (`mjrl.rl.policies`): mlp, a Gaussian MLP actor with an MLP value critic;
-    a plugin registers more (`--plugins MODULE`). The settings below are the mlp's."""
+    kind: str = "auto"
+    """The policy kind (`mjrl.rl.policies`): auto, the algorithm's own (mlp for PPO and
+    distillation, squashed for SAC); mlp, a Gaussian MLP actor with an MLP value critic;
+    squashed, a tanh-squashed Gaussian MLP actor whose std depends on the state (SAC's); a plugin
+    registers more (`--plugins MODULE`). The settings below are theirs."""
     actor_hidden_dims: tuple[int, ...] = (256, 128, 64)
     """Hidden layer sizes of the actor MLP."""
     critic_hidden_dims: tuple[int, ...] = (256, 128, 64)
@@ -209,6 +211,74 @@ class DistillationConfig:
         "num_learning_epochs": ">= 1",
         "num_mini_batches": ">= 1",
         "max_grad_norm": "> 0",
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class SacConfig:
+    """Soft actor-critic for massively parallel envs (`--algo sac`, FastSAC/FastTD3's family):
+    a tanh-squashed Gaussian actor, twin distributional (C51) critics with clipped double Q and
+    target networks, n-step returns, a tuned entropy temperature, learning from a replay ring
+    of every env's transitions on the env's device after every `update_every` env steps."""
+
+    learning_rate: float = 3e-4
+    """Adam's learning rate for the actor, the critics and the temperature."""
+    gamma: float = 0.99
+    """Discount factor."""
+    n_step: int = 3
+    """Steps of the returns the critics learn from (rewards summed over up to n steps, cut at
+    an episode's end; a time-out bootstraps from its final observation, a termination not)."""
+    tau: float = 0.1
+    """Target networks move this share of the way to the critics after each gradient step."""
+    batch_size: int = 4096
+    """Transitions per gradient step, per rank."""
+    buffer_steps: int = 1024
+    """Env steps kept per env in the replay ring (the ring holds buffer_steps x num_envs
+    transitions per rank, on the env's device; the oldest are overwritten)."""
+    update_every: int = 1
+    """Env steps between updates (a divisor of `--runner.num-steps-per-env`)."""
+    updates_per_step: int = 2
+    """Gradient steps per update: with `update_every`, the update-to-data ratio
+    (updates_per_step x batch_size / (update_every x num_envs) samples per transition)."""
+    learning_starts: int = 8
+    """Env steps per env in the ring before the first gradient step."""
+    num_atoms: int = 101
+    """Atoms of each critic's return distribution (C51)."""
+    v_max: float = 0.0
+    """The support of the return distributions, [-v_max, v_max]. 0: from the reward scale and
+    gamma, at the first update: the largest |reward| seen so far over (1 - gamma), times
+    `support_margin`. The share of target returns clipped to it is logged (`clipped_returns`)."""
+    support_margin: float = 1.0
+    """Headroom of the automatic support over the first rewards' scale."""
+    init_temperature: float = 0.1
+    """Initial entropy temperature (alpha), then tuned to keep the policy's entropy at its target."""
+    target_entropy: float = -1.0
+    """Target entropy per action dimension (the tuned temperature keeps the policy's there)."""
+    action_bound: float = 1.0
+    """Actions are squashed into (-action_bound, action_bound), in the env's action units
+    (the env then applies offset + scale x action); stated in an export's sidecar."""
+    max_grad_norm: float = 0.0
+    """Clip of each network's gradient norm; 0: none."""
+    warm_up_normalizers: bool = True
+    """Start the observation normalisers from one rollout of the untrained policy (its env
+    steps count, and fill the ring), as `PpoConfig.warm_up_normalizers`."""
+
+    bounds: ClassVar[dict] = {
+        "learning_rate": "> 0",
+        "gamma": "(0, 1)",
+        "n_step": ">= 1",
+        "tau": "(0, 1]",
+        "batch_size": ">= 1",
+        "buffer_steps": ">= 1",
+        "update_every": ">= 1",
+        "updates_per_step": ">= 1",
+        "learning_starts": ">= 0",
+        "num_atoms": ">= 2",
+        "v_max": ">= 0",
+        "support_margin": "> 0",
+        "init_temperature": "> 0",
+        "action_bound": "> 0",
+        "max_grad_norm": ">= 0",
     }
 
 

@@ -1,4 +1,6 @@
-"""Actor-critic MLPs with a Gaussian policy whose std is a learnable, state-independent parameter."""
+"""The policies' networks: actor-critic MLPs with a Gaussian policy whose std is a learnable,
+state-independent parameter (PPO's, distillation's), and a tanh-squashed Gaussian actor whose
+std depends on the state (SAC's)."""
 
 from __future__ import annotations
 
@@ -200,6 +202,122 @@ def build_actor_critic(
     ).to(device)
 
 
+class SquashedActor(nn.Module):
+    """The actor of `SquashedGaussianPolicy`: an MLP giving, for normalised observations, the
+    mean and log-std of a Gaussian over pre-squash actions. Called, it returns the
+    deterministic action `bound * tanh(mean)`, what play and export run."""
+
+    LOG_STD_RANGE = (-5.0, 2.0)
+    """Where the log-std is kept (SAC's usual bounds): no collapse to a point, no flat noise."""
+
+    def __init__(self, net: nn.Sequential, num_actions: int, bound: float) -> None:
+        super().__init__()
+        self.net = net
+        self.num_actions = num_actions
+        self.register_buffer("bound", torch.tensor(float(bound)))
+        """Actions lie in (-bound, bound), in the env's action units (a buffer: a checkpoint keeps it)."""
+
+    def mean_and_log_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.net(obs).float().split(self.num_actions, dim=-1)
+        low, high = self.LOG_STD_RANGE
+        # A smooth squash into the range (rather than a clamp, whose gradient vanishes at its ends).
+        return mean, low + 0.5 * (high - low) * (torch.tanh(log_std) + 1.0)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.bound * torch.tanh(self.mean_and_log_std(obs)[0])
+
+
+class SquashedGaussianPolicy(nn.Module):
+    """SAC's policy (`--policy.kind squashed`): a Gaussian whose mean and std both come from an
+    MLP of the normalised actor observations, squashed by tanh into (-bound, bound) in the env's
+    action units. No critic: SAC's critics are its own (`mjrl.rl.sac`), not part of what is
+    played or exported."""
+
+    _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+    def __init__(
+        self,
+        actor_obs_dim: int,
+        num_actions: int,
+        hidden: tuple[int, ...],
+        activation: str,
+        normalize: bool,
+        obs_std_offset: float = 0.0,
+        std_floor: torch.Tensor | None = None,
+        precision: str = "fp32",
+        bound: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.precision = precision
+        self.obs_dims = {"actor": actor_obs_dim}
+        self.num_actions = num_actions
+        self.actor = SquashedActor(mlp(actor_obs_dim, hidden, 2 * num_actions, activation), num_actions, bound)
+        self.actor_normalizer = (
+            RunningNormalizer(actor_obs_dim, std_offset=obs_std_offset, std_floor=std_floor) if normalize else None
+        )
+
+    def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor_normalizer(obs) if self.actor_normalizer is not None else obs
+
+    def matmul_precision(self) -> contextlib.AbstractContextManager:
+        return matmul_precision(self.precision, self.actor.bound.device)
+
+    def sample(self, actor_obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actions, their log-density) for normalised observations and standard normal `noise`:
+        the Gaussian's sample squashed, the density corrected for the squash (tanh's Jacobian,
+        in a form that stays finite where tanh saturates) and for the bound."""
+        with self.matmul_precision():
+            mean, log_std = self.actor.mean_and_log_std(actor_obs)
+        pre = mean + log_std.exp() * noise
+        gaussian = (-0.5 * noise * noise - log_std - self._HALF_LOG_2PI).sum(-1)
+        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
+        squash = (2.0 * (math.log(2.0) - pre - nn.functional.softplus(-2.0 * pre))).sum(-1)
+        bound = self.actor.bound
+        return bound * torch.tanh(pre), gaussian - squash - self.num_actions * torch.log(bound)
+
+    def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
+        """`bound * tanh(mean)` for raw (unnormalised) observations: what `play` and deployment use."""
+        return self.actor(self.normalize_actor(raw_actor_obs))
+
+    def reset(self, dones: torch.Tensor) -> None:
+        """Nothing to forget where episodes end: an MLP carries no state between steps."""
+
+    def noise_std(self) -> torch.Tensor:
+        """Not a parameter of this policy (its std depends on the state): a NaN per action."""
+        return torch.full((self.num_actions,), math.nan, device=self.actor.bound.device)
+
+    def deployable(
+        self,
+        action_offset: torch.Tensor | None = None,
+        action_scale: torch.Tensor | float = 1.0,
+        action_clip: float = math.inf,
+    ) -> DeployedActor:
+        """The deterministic actor for export (`DeployedActor`: the squash is inside its actor)."""
+        return DeployedActor(self, action_offset, action_scale, action_clip)
+
+
+def build_squashed(
+    obs_dims: Mapping[str, int],
+    num_actions: int,
+    cfg: PolicyConfig,
+    device: torch.device,
+    obs_std_floors: Mapping[str, torch.Tensor | None] | None = None,
+    normalized_groups: Collection[str] = ("actor", "critic"),
+) -> SquashedGaussianPolicy:
+    """The squashed-Gaussian policy of `cfg` (its actor's widths, activation, normalisation and
+    precision) for an env's actor observations and actions; its bound is its trainer's to set."""
+    return SquashedGaussianPolicy(
+        obs_dims["actor"],
+        num_actions,
+        cfg.actor_hidden_dims,
+        cfg.activation,
+        cfg.normalize_observations and "actor" in normalized_groups,
+        cfg.obs_std_offset,
+        (obs_std_floors or {}).get("actor"),
+        cfg.precision,
+    ).to(device)
+
+
 class DeployedActor(nn.Module):
     """The deterministic actor as one self-contained float32 CPU module, for export: raw
     observations in, the policy mean out. The normaliser's statistics become constants, and with
@@ -208,7 +326,7 @@ class DeployedActor(nn.Module):
 
     def __init__(
         self,
-        policy: ActorCritic,
+        policy: ActorCritic | SquashedGaussianPolicy,
         action_offset: torch.Tensor | None = None,
         action_scale: torch.Tensor | float = 1.0,
         action_clip: float = math.inf,

@@ -26,7 +26,7 @@ from torch import nn
 from mjrl.errors import UsageError
 from mjrl.obs_spec import ObsGroupSpec
 from mjrl.rl.config import PolicyConfig, saved_policy_config
-from mjrl.rl.networks import ActorCritic, build_actor_critic
+from mjrl.rl.networks import ActorCritic, build_actor_critic, build_squashed
 
 
 class TrainedPolicy(Protocol):
@@ -78,7 +78,7 @@ def policy_kind_names() -> list[str]:
 
 
 def check_policy_kind(name: str) -> None:
-    if name not in _KINDS:
+    if name != "auto" and name not in _KINDS:
         raise UsageError(
             f"--policy.kind {name}: no such policy kind; registered: {', '.join(policy_kind_names())} "
             "(a plugin's kind needs --plugins MODULE)"
@@ -86,11 +86,15 @@ def check_policy_kind(name: str) -> None:
 
 
 def build_policy(
-    obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
+    obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device, algo: str = "ppo"
 ) -> nn.Module:
-    """A fresh policy of `cfg.kind` for an env's observation groups and actions."""
-    check_policy_kind(cfg.kind)
-    return _KINDS[cfg.kind].build(obs_spec, num_actions, cfg, device)
+    """A fresh policy of `cfg.kind` (`auto`: `algo`'s own kind) for an env's observation groups
+    and actions."""
+    from mjrl.rl.registry import policy_kind_of
+
+    kind = policy_kind_of(cfg.kind, algo)
+    check_policy_kind(kind)
+    return _KINDS[kind].build(obs_spec, num_actions, cfg, device)
 
 
 def load_policy(
@@ -109,8 +113,11 @@ def load_policy(
     from mjrl.checkpoint import load_weights
     from mjrl.plugins import import_plugins
 
-    import_plugins(checkpoint["config"].get("plugins", ()))
-    policy = build_policy(obs_spec, num_actions, saved_policy_config(checkpoint["config"], default), device)
+    config = checkpoint["config"]
+    import_plugins(config.get("plugins", ()))
+    saved = saved_policy_config(config, default)
+    # `auto` is the kind of the algorithm that trained it (runs before `algo` was recorded: PPO).
+    policy = build_policy(obs_spec, num_actions, saved, device, config.get("algo", "ppo"))
     load_weights(lambda: policy.load_state_dict(checkpoint["policy"]), source)
     return policy.eval().requires_grad_(False)
 
@@ -127,4 +134,16 @@ def build_mlp(
     return build_actor_critic(widths, num_actions, cfg, device, floors, normalized)
 
 
+def _build_squashed(
+    obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
+) -> nn.Module:
+    widths = {group: spec.width for group, spec in obs_spec.items()}
+    floors = {group: spec.std_floor for group, spec in obs_spec.items()}
+    normalized = [group for group, spec in obs_spec.items() if spec.normalize]
+    return build_squashed(widths, num_actions, cfg, device, floors, normalized)
+
+
 register_policy_kind(PolicyKind("mlp", build_mlp, "Gaussian MLP actor and MLP value critic (ActorCritic)"))
+register_policy_kind(
+    PolicyKind("squashed", _build_squashed, "tanh-squashed Gaussian MLP actor, state-dependent std (SAC's)")
+)

@@ -45,6 +45,8 @@ class AlgorithmSpec:
     """One line for `train --help`."""
     check: Callable[[Any, TaskFacts], None] | None = None
     """Raise a `UsageError` for what the task or the other settings cannot train with."""
+    policy_kind: str = "mlp"
+    """The policy kind it trains under `--policy.kind auto` (`mjrl.rl.policies`)."""
 
 
 _REGISTRY: dict[str, AlgorithmSpec] = {}
@@ -76,6 +78,12 @@ def chosen_name(algo: str) -> str:
     """The name `--algo` stands for: `auto`, what older runs recorded, is PPO (a run that
     distilled is read as `distillation`: `mjrl.compat.upgrade_config`)."""
     return "ppo" if algo == "auto" else algo
+
+
+def policy_kind_of(kind: str, algo: str) -> str:
+    """The policy kind a run of `--algo algo` trains for `--policy.kind kind`: `auto` is the
+    algorithm's own."""
+    return algorithm_spec(chosen_name(algo)).policy_kind if kind == "auto" else kind
 
 
 def chosen_spec(cfg: Any) -> AlgorithmSpec:

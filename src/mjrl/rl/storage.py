@@ -7,7 +7,8 @@ Two shapes of storage, one way of declaring them (`Field`: a per-env shape and a
   device. Its consumers read it as flat batches of T x N samples (`flat`: PPO, distillation);
   sequences cut at episode ends (recurrent policies) are the next consumer to add here.
 - `ReplayRing`: the newest `capacity` transitions, (capacity, ...) per field, written at a
-  cursor kept on the device, sampled uniformly (off-policy learners: `tests/replay_learner.py`).
+  cursor kept on the device, sampled uniformly as rows or as windows of consecutive steps of
+  one env (n-step returns) (off-policy learners: SAC, `tests/replay_learner.py`).
   Its `state_dict` is an algorithm's bulky state (`Algorithm.bulk_state`).
 """
 
@@ -96,6 +97,41 @@ class ReplayRing:
         zeros while the ring is empty: a learner gates its step on `written`)."""
         draw = torch.rand(batch_size, generator=generator, device=self.written.device)
         index = (draw * self.filled()).long()
+        return {name: value[index] for name, value in self.fields.items()}
+
+    def windows_held(self, length: int, envs: int) -> torch.Tensor:
+        """Whole windows of `length` steps per env the ring holds (see `sample_windows`), as a 0-d tensor."""
+        held = torch.clamp(self.written // envs, max=self.capacity // envs)
+        return (held - length + 1).clamp(min=0)
+
+    def sample_windows(
+        self, batch_size: int, length: int, envs: int, generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        """`batch_size` windows of `length` consecutive steps of one env each, (batch_size,
+        length, *shape) per field, drawn uniformly with replacement among those the ring holds
+        whole: for a ring written a step of every env at a time (`add` of `envs` rows, env e's
+        row e) with a capacity a multiple of `envs`, so that env e's step s is row
+        (s x envs + e) % capacity. Until one window is held, windows of stale rows (a learner
+        gates its step on `windows_held`). n-step returns read their steps from a window."""
+        rows = self.window_rows(batch_size, length, envs, generator)
+        return {name: value[rows] for name, value in self.fields.items()}
+
+    def window_rows(self, batch_size: int, length: int, envs: int, generator: torch.Generator) -> torch.Tensor:
+        """The rows of `sample_windows`' windows, (batch_size, length): for a learner that reads
+        some fields at some steps of a window only."""
+        device = self.written.device
+        steps_held = self.capacity // envs
+        written = self.written // envs
+        held = torch.clamp(written, max=steps_held)
+        count = (held - length + 1).clamp(min=1)
+        start = written - held + (torch.rand(batch_size, generator=generator, device=device) * count).long()
+        env = (torch.rand(batch_size, generator=generator, device=device) * envs).long()
+        steps = start.unsqueeze(1) + torch.arange(length, device=device)
+        return (steps % steps_held) * envs + env.unsqueeze(1)
+
+    def newest(self, rows: int) -> dict[str, torch.Tensor]:
+        """The `rows` rows added last (at most `capacity`), oldest first."""
+        index = (self.written - rows + torch.arange(rows, device=self.written.device)) % self.capacity
         return {name: value[index] for name, value in self.fields.items()}
 
     def state_dict(self) -> dict[str, torch.Tensor]:

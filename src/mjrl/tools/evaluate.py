@@ -104,9 +104,19 @@ def run_episodes(
     obs = env.reset()
     sums: dict[str, torch.Tensor] = {}
     steps = torch.zeros((), dtype=torch.long, device=env.device)
+    # Smoothness: the squared change of the action from the episode's previous step, summed
+    # over the action's dimensions (`mean_action_rate`: its mean over the counted steps).
+    previous, first_step = None, torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+    sums["action_rate"] = torch.zeros((), dtype=torch.float64, device=env.device)
     while not record.complete():
         counting = record.finished < per_env  # envs still in an episode that counts
-        obs, reward, terminated, truncated, _ = env.step(policy.act_deterministic(obs["actor"]))
+        actions = policy.act_deterministic(obs["actor"])
+        if previous is not None:
+            rate = (actions - previous).square().sum(-1).masked_fill(first_step | ~counting, 0.0)
+            sums["action_rate"] += rate.sum().double()
+        previous = actions.clone()
+        obs, reward, terminated, truncated, _ = env.step(actions)
+        first_step = terminated | truncated
         reset_where_done(policy, terminated | truncated)
         if metrics_fn is not None:
             for name, value in metrics_fn(env).items():
