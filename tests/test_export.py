@@ -158,22 +158,25 @@ def test_export_errors_are_one_line(train_once, tmp_path, capsys):
         assert err.startswith("mjrl export: error: ") and err.count("\n") == 1 and needle in err, err
 
 
-def test_older_sidecars_read_as_version_4():
+def test_older_sidecars_read_as_version_5():
     sidecar = Sidecar(
         format="onnx", model_file="policy.onnx", input_name="obs", output_name="actions", observation_size=3,
         observation_terms=(ExportedTerm("joint_pos", 0, 3),), action_size=3, action_joints=("a", "b", "c"),
         action_scale=(0.5, 0.5, 0.5), action_clip=1.0, action_offset=(0.0, 0.1, 0.2), actions_scaled=False,
-        target_feedforward=None, reference_inputs=None, control_period_s=0.02, physics_timestep_s=0.005,
+        target_feedforward=None, reference_inputs=None, action_squash=None, control_period_s=0.02,
+        physics_timestep_s=0.005,
         decimation=4, task="T", run_dir="r", checkpoint="c", iteration=1, env_steps=2,
     )  # fmt: skip
-    version_3 = {k: v for k, v in json.loads(sidecar.to_json()).items() if k != "reference_inputs"}
-    version_3["schema"] = "mjrl-policy/3"
+    version_4 = {k: v for k, v in json.loads(sidecar.to_json()).items() if k != "action_squash"}
+    version_4["schema"] = "mjrl-policy/4"
+    assert Sidecar.from_json(json.dumps(version_4)) == sidecar
+    version_3 = {k: v for k, v in version_4.items() if k != "reference_inputs"} | {"schema": "mjrl-policy/3"}
     assert Sidecar.from_json(json.dumps(version_3)) == sidecar
     version_2 = {k: v for k, v in version_3.items() if k != "target_feedforward"} | {"schema": "mjrl-policy/2"}
     assert Sidecar.from_json(json.dumps(version_2)) == sidecar
     old = version_2 | {"schema": "mjrl-policy/1", "action_scale": 0.5}
     assert Sidecar.from_json(json.dumps(old)) == sidecar
-    with pytest.raises(UsageError, match="not an mjrl-policy/4 sidecar"):
+    with pytest.raises(UsageError, match="not an mjrl-policy/5 sidecar"):
         Sidecar.from_json(json.dumps(old | {"schema": "other/1"}))
-    with pytest.raises(UsageError, match="malformed mjrl-policy/4 sidecar"):
+    with pytest.raises(UsageError, match="malformed mjrl-policy/5 sidecar"):
         Sidecar.from_json(json.dumps({k: v for k, v in old.items() if k != "action_offset"}))

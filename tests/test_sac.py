@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import onnxruntime
 import torch
 from capture import EmulatedGraph
 from conftest import DEVICE
@@ -21,6 +22,7 @@ from mjrl.runner.config import TrainConfig
 from mjrl.runner.graphs import LoopGraphs
 from mjrl.runner.start import build_run
 from mjrl.tasks import load_task
+from mjrl.tools.export import export_policy
 
 
 def loop_n_step(rewards, terminated, truncated, gamma):
@@ -160,6 +162,14 @@ def test_a_resume_restores_everything_sac_learns_with_and_its_update_replays_as_
         "random stream": (a.generator.get_state(), b.generator.get_state()),
     }.items():
         assert all(torch.equal(u, v) for u, v in zip(flat_state(x), flat_state(y), strict=True)), name
+    # What play and export run: the squashed mean; the ONNX model within 1e-5, its sidecar says so.
+    source = {"task": "t", "run_dir": "r", "checkpoint": "c", "iteration": 3, "env_steps": 0}
+    out, sidecar = export_policy(first.env, a.inference_policy(), "onnx", tmp_path / "policy.onnx", source)
+    obs = first.env.obs["actor"].cpu()
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    exported = torch.from_numpy(session.run(None, {"obs": obs.numpy()})[0])
+    torch.testing.assert_close(exported, a.inference_policy().act_deterministic(obs), rtol=1e-5, atol=1e-5)
+    assert json.loads(sidecar.read_text())["action_squash"]["bound"] == 1.0 and exported.abs().max() < 1.0
     sums = a.update(), b.update()
     assert all(torch.equal(sums[0][k], sums[1][k]) for k in sums[0]) and sums[0]["steps"] == 2
     assert torch.equal(a.parameter_checksum(), b.parameter_checksum())

@@ -22,14 +22,15 @@ import torch
 from mjrl.envs import VecEnv
 from mjrl.errors import UsageError
 from mjrl.files import atomic_target, make_dirs
-from mjrl.rl.networks import DeployedActor
+from mjrl.rl.networks import DeployedActor, SquashedActor
 from mjrl.rl.policies import TrainedPolicy
 
 Format = Literal["onnx", "torchscript"]
 MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
-SCHEMA = "mjrl-policy/4"
-"""Version 4: `reference_inputs`. Version 3: `target_feedforward`. Version 2: `action_scale` per
-action (version 1 had one number for all). Every older version is still read."""
+SCHEMA = "mjrl-policy/5"
+"""Version 5: `action_squash`. Version 4: `reference_inputs`. Version 3: `target_feedforward`.
+Version 2: `action_scale` per action (version 1 had one number for all). Every older version is
+still read."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +75,10 @@ class Sidecar:
     """What the runtime supplies at every step beyond the robot's sensors, and which observation
     terms it feeds (a tracking policy's reference motion: its files, rate, joints and anchor).
     None: the robot's sensors and the last action are all the policy reads."""
+    action_squash: dict | None
+    """How the model bounds its outputs before the action transform: {"kind": "tanh", "bound":
+    B, "formula": ...} for a squashed policy (SAC's: output = B x tanh(mean), within (-B, B));
+    None: the outputs are the policy's mean, unbounded (the transform's clip bounds them)."""
     control_period_s: float
     """Seconds between two policy steps (physics timestep x decimation)."""
     physics_timestep_s: float
@@ -99,7 +104,9 @@ class Sidecar:
         if data.get("schema") == "mjrl-policy/2":  # nothing added to the targets
             data |= {"schema": "mjrl-policy/3", "target_feedforward": None}
         if data.get("schema") == "mjrl-policy/3":  # no reference to supply
-            data |= {"schema": SCHEMA, "reference_inputs": None}
+            data |= {"schema": "mjrl-policy/4", "reference_inputs": None}
+        if data.get("schema") == "mjrl-policy/4":  # unbounded outputs
+            data |= {"schema": SCHEMA, "action_squash": None}
         if data.get("schema") != SCHEMA:
             raise UsageError(f"not an {SCHEMA} sidecar (schema {data.get('schema')!r})")
         try:
@@ -142,7 +149,7 @@ def export_policy(
     writers = {"onnx": _write_onnx, "torchscript": _write_torchscript}
     if fmt not in writers:
         raise UsageError(f"unknown export format {fmt!r}; expected onnx or torchscript")
-    sidecar = _sidecar(env, fmt, out, obs_size, offset, scaled_actions, feedforward, source)
+    sidecar = _sidecar(env, fmt, out, obs_size, offset, scaled_actions, feedforward, source, action_squash(policy))
     if sum(t.size for t in sidecar.observation_terms) != obs_size:
         raise ValueError("observation terms do not add up to the actor's input size")
     sidecar_path = out.with_name(out.name + ".json")
@@ -155,6 +162,16 @@ def export_policy(
     return out, sidecar_path
 
 
+def action_squash(policy: TrainedPolicy) -> dict | None:
+    """The sidecar's `action_squash` of a policy: a squashed one's bound, else None."""
+    actor = getattr(policy, "actor", None)
+    if not isinstance(actor, SquashedActor):
+        return None
+    bound = float(actor.bound)
+    formula = f"output = {bound:g} * tanh(mean), within (-{bound:g}, {bound:g})"
+    return {"kind": "tanh", "bound": bound, "formula": formula}
+
+
 def _sidecar(
     env: VecEnv,
     fmt: Format,
@@ -164,6 +181,7 @@ def _sidecar(
     scaled_actions: bool,
     feedforward: dict | None,
     source: dict[str, Any],
+    squash: dict | None = None,
 ) -> Sidecar:
     """What a robot-side runtime needs beside the model: the observation's layout, what the
     outputs drive and how, the rates, and where the policy came from."""
@@ -185,6 +203,7 @@ def _sidecar(
         actions_scaled=scaled_actions,
         target_feedforward=feedforward,
         reference_inputs=env.task.deployment_inputs(env) if env.task.deployment_inputs else None,
+        action_squash=squash,
         control_period_s=float(env.step_dt),
         physics_timestep_s=float(env.sim.mj_model.opt.timestep),
         decimation=env.cfg.sim.decimation,
