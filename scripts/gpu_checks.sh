@@ -10,6 +10,8 @@
 #   bash scripts/gpu_checks.sh graph       # a whole rollout as one CUDA graph: does it work, what it saves
 #   bash scripts/gpu_checks.sh deterministic  # the cost of mujoco_warp's deterministic mode
 #   bash scripts/gpu_checks.sh loop        # the training loop eager and as CUDA graphs, against its ceiling
+#   bash scripts/gpu_checks.sh collectives # NCCL inside the loop's graphs on one GPU (--force-collectives)
+#   bash scripts/gpu_checks.sh sac         # SAC on the flat quadruped and humanoid at 4096 envs, to their targets
 #   bash scripts/gpu_checks.sh kernels     # kernels launched per env step and per minibatch step (the profiler's count)
 #   bash scripts/gpu_checks.sh update      # the PPO update alone: fp32, tf32, bf16, a CUDA graph
 #   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
@@ -327,6 +329,26 @@ print(json.dumps({'runs': sum('learned_sha256' in line for line in lines), 'lear
     --log-root /tmp/collectives
 }
 
+sac() {
+  # Issue 60, item 5: SAC (`--algo sac`) on the flat quadruped and the flat humanoid at SAC_ENVS
+  # (4096), one after the other, each line of `train` stamped with the seconds since the
+  # command's start (sac_TASK.log: the time to every target is read off the evaluations, every
+  # SAC_EVAL iterations), a checkpoint every SAC_SAVE iterations (about a minute at 4096 envs:
+  # set it from the first window's iteration time); every metrics line goes to raw.jsonl.
+  # SAC_FLAGS: more flags for `train`; SAC_ROOT: the runs' log root (/tmp/sac). SAC_DEVICE=cpu
+  # SAC_ENVS=16 SAC_ITERATIONS=2 SAC_EVAL=1 try the phase on a CPU machine.
+  local task run_dir device=${SAC_DEVICE:-cuda} root=${SAC_ROOT:-/tmp/sac}
+  for task in ${SAC_TASKS:-$GO1 Mjrl-Velocity-Flat-Humanoid}; do
+    run "${SAC_S:-240}" bash -c "set -o pipefail; $bin_dir/train $task --algo sac --device $device --seed 1 \
+      --env.num-envs ${SAC_ENVS:-4096} --runner.max-iterations ${SAC_ITERATIONS:-3000} \
+      --runner.eval-interval ${SAC_EVAL:-25} --runner.save-interval ${SAC_SAVE:-50} --logger none \
+      --log-root $root ${SAC_FLAGS:-} 2>&1 | stamp > $OUT/sac_$task.log"
+    tail -3 "$OUT/sac_$task.log" | tee -a "$log"
+    run_dir=$(ls -d $root/$task/20* 2>/dev/null | tail -1)
+    [[ -n $run_dir ]] && keep sac sac.jsonl <"$run_dir/metrics.jsonl"
+  done
+}
+
 kernels() {
   # Issue 44, item 1: launches per env step (with and without `act`) and per minibatch step as the
   # profiler counts them (Warp's included), at 4096 envs. KERNELS_TASKS: the tasks (each compiles
@@ -422,9 +444,9 @@ phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | mjlab | throughput | graph | deterministic | loop | collectives | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | graph | deterministic | loop | collectives | sac | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, collectives, kernels, update, nccl, learn," \
+    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, collectives, sac, kernels, update, nccl, learn," \
       "faults, tests, scale or humanoid" >&2
     exit 2
     ;;

@@ -178,12 +178,15 @@ def test_the_kernel_counter_counts_launches_not_views_whoever_launches_them(monk
 
 TINY_GPU_PHASES = {"LOOP_DEVICE": "cpu", "LOOP_GRAPHS": "off", "LOOP_ENVS": "16", "LOOP_ITERATIONS": "2",
                    "LOOP_PHYSICS_STEPS": "10", "LOOP_TASKS": "Mjrl-Cartpole-Balance", "COLLECTIVES_DEVICE": "cpu",
-                   "COLLECTIVES_GRAPHS": "off", "COLLECTIVES_ENVS": "16", "COLLECTIVES_ITERATIONS": "2"}  # fmt: skip
+                   "COLLECTIVES_GRAPHS": "off", "COLLECTIVES_ENVS": "16", "COLLECTIVES_ITERATIONS": "2",
+                   "SAC_DEVICE": "cpu", "SAC_ENVS": "16", "SAC_ITERATIONS": "2", "SAC_EVAL": "1",
+                   "SAC_TASKS": "Mjrl-Cartpole-Balance",
+                   "SAC_FLAGS": "--algorithm.batch-size 64 --env.episode-length-s 1 --runner.eval-envs 2"}  # fmt: skip
 
 
 def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) -> None:
     """Both benchmarks' default modes, tiny, on the CPU (issue 59), `bench_train` through the
-    `loop` and `collectives` phases of `gpu_checks.sh`, which keep every JSON line, tagged with
+    `loop`, `collectives` and `sac` phases of `gpu_checks.sh`, which keep every JSON line, tagged with
     its phase, in raw.jsonl (a window's raw figures, kept in docs/gpu/): `bench_train` names its
     physics rates for what they are and reports the share of the replayed physics, consistent
     with them; one process forced to issue its collectives learns what it learns without;
@@ -193,12 +196,21 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
         out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, timeout=300).stdout
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
-    env = {**os.environ, **TINY_GPU_PHASES, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    subprocess.run(["bash", str(SCRIPTS / "gpu_checks.sh"), "loop", "collectives"], env=env, cwd=SCRIPTS.parent,
-                   capture_output=True, check=True, timeout=300)  # fmt: skip
+    env = {
+        **os.environ,
+        **TINY_GPU_PHASES,
+        "OUT": str(tmp_path),
+        "PYTHON": sys.executable,
+        "SAC_ROOT": str(tmp_path / "sac_runs"),
+    }
+    subprocess.run(["bash", str(SCRIPTS / "gpu_checks.sh"), "loop", "collectives", "sac"], env=env,
+                   cwd=SCRIPTS.parent, capture_output=True, check=True, timeout=300)  # fmt: skip
     raw = [json.loads(line) for line in (tmp_path / "raw.jsonl").read_text().splitlines()]
-    assert [line["phase"] for line in raw] == ["loop", "collectives", "collectives", "collectives"]
-    train, eager, forced, verdict = raw
+    assert [line["phase"] for line in raw] == ["loop", "collectives", "collectives", "collectives", "sac", "sac"]
+    train, eager, forced, verdict, *sac = raw
+    # SAC's phase: its metrics lines, evaluated every iteration, each line of its log stamped.
+    assert [line["iteration"] for line in sac] == [0, 1] and all("eval/mean_return" in line for line in sac)
+    assert (tmp_path / "sac_Mjrl-Cartpole-Balance.log").read_text().split()[0].replace(".", "").isdigit()
     assert (eager["forced_collectives"], forced["forced_collectives"]) == (False, True)
     assert eager["learned_sha256"] == forced["learned_sha256"] and verdict == {**verdict, "learned_alike": True}
     assert "ratio" not in train
