@@ -198,9 +198,9 @@ def test_a_compiled_sac_update_equals_the_eager_one_within_rounding(tmp_path):
     assert not torch.equal(twins[0].algorithm.parameters()[0], sac_run(tmp_path / "fresh").algorithm.parameters()[0])
 
 
-def test_a_student_distils_from_a_sac_teacher_and_plays(tmp_path):
-    """A SAC run is a teacher like any other (`load_policy` rebuilds its squashed actor from the
-    run's recorded algorithm), and `play` runs it."""
+def test_a_student_distils_from_a_sac_teacher(tmp_path):
+    """A SAC run is a teacher like any other: `load_policy` (play's and export's loader too)
+    rebuilds its squashed actor from the run's recorded algorithm."""
     from conftest import last_json, run_main
 
     tiny = ("--device", DEVICE, "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "8")
@@ -209,9 +209,6 @@ def test_a_student_distils_from_a_sac_teacher_and_plays(tmp_path):
                        "--log-root", str(tmp_path))  # fmt: skip
     assert teacher.returncode == 0, teacher.stderr[-2000:]
     run_dir = last_json(teacher.stdout)["run_dir"]
-    played = run_main("play", "Mjrl-Velocity-Flat-Quadruped", "--run-dir", run_dir, "--episodes", "2",
-                      "--device", DEVICE)  # fmt: skip
-    assert played.returncode == 0 and last_json(played.stdout)["episodes"] == 2, played.stderr[-2000:]
     student = run_main("train", "Mjrl-Velocity-Flat-Quadruped-Student", *tiny, "--algo", "distillation",
                        "--algorithm.teacher", run_dir, "--algorithm.num-mini-batches", "2",
                        "--runner.max-iterations", "1", "--log-root", str(tmp_path))  # fmt: skip

@@ -41,6 +41,7 @@ from mjrl.rl.gradients import FlatGradients
 from mjrl.rl.networks import SquashedGaussianPolicy, matmul_precision, mlp
 from mjrl.rl.normalizer import RunningNormalizer, merge_into, warm_up_normalizers
 from mjrl.rl.optim import Adam
+from mjrl.rl.ppo import NonFiniteUpdate
 from mjrl.rl.storage import Field, ReplayRing
 
 SUMS = ("critic_loss", "actor_loss", "temperature", "entropy", "clipped_returns", "q_mean", "action_std")
@@ -333,7 +334,7 @@ class SAC:
 
     def update_metrics(self, totals: Mapping[str, float]) -> dict[str, float]:
         if totals["consecutive_skips"] >= self.MAX_CONSECUTIVE_SKIPS:
-            raise UsageError(
+            raise NonFiniteUpdate(
                 f"{int(totals['consecutive_skips'])} consecutive SAC steps had a non-finite loss or gradient; "
                 "lower --algorithm.learning-rate or check the task's observations and rewards"
             )
