@@ -395,17 +395,26 @@ def single_process(device: str = "auto", collectives: bool = False) -> DistConte
     device_ = resolve_device(device)
     if not collectives:
         return DistContext(device=device_)
-    if device_.type == "cuda":
-        torch.cuda.set_device(device_)
-    backend = "nccl" if device_.type == "cuda" else "gloo"
+    _join_group(device_, dist.HashStore(), rank=0, world_size=1)
+    return DistContext(device=device_, forced_collectives=True)
+
+
+def _join_group(
+    device: torch.device, store: dist.Store, rank: int, world_size: int, timeout: datetime.timedelta | None = None
+) -> None:
+    """Join the default process group on `device`: NCCL on a CUDA device (made the current
+    one, the communicator bound to it), gloo on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(
         backend=backend,
-        store=dist.HashStore(),
-        rank=0,
-        world_size=1,
-        device_id=device_ if backend == "nccl" else None,
+        store=store,
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout,
+        device_id=device if backend == "nccl" else None,
     )
-    return DistContext(device=device_, forced_collectives=True)
 
 
 def init_distributed(
@@ -422,23 +431,13 @@ def init_distributed(
             "train TASK --distributed True ...`, or let mjrl launch itself with `--nproc-per-node N`"
         )
     device = resolve_device(device_spec, env.local_rank, env.local_world_size)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=timeout_s)
     # Keys live under a prefix of their own per restart round: restarted workers that share the
     # elastic agent's store must not read the previous round's addresses (torch issues 135712,
     # 167288).
     prefix = f"mjrl/{env.job_id or 'job'}/{env.restart_count}"
     store = dist.PrefixStore(prefix, _rendezvous_store(env, timeout))
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(
-        backend=backend,
-        store=store,
-        rank=env.rank,
-        world_size=env.world_size,
-        timeout=timeout,
-        device_id=device if backend == "nccl" else None,
-    )
+    _join_group(device, store, env.rank, env.world_size, timeout)
     host, port = split_endpoint(env.watch_store) if env.watch_store else (env.master_addr, env.master_port)
     watchdog = Watchdog(
         host,

@@ -81,7 +81,37 @@ class DiagonalGaussian:
         return (0.5 + self._HALF_LOG_2PI + self.log_std).sum(-1)
 
 
-class ActorCritic(nn.Module):
+class MlpActorPolicy(nn.Module):
+    """What every policy whose `actor` maps normalised actor observations to its deterministic
+    action shares: the normalisation, the action for raw observations, no state between steps,
+    and the export module. A subclass sets `actor`, `actor_normalizer` (or None), `obs_dims`
+    and `num_actions`."""
+
+    actor: nn.Module
+    actor_normalizer: RunningNormalizer | None
+
+    def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor_normalizer(obs) if self.actor_normalizer is not None else obs
+
+    def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
+        """The actor's deterministic action for raw (unnormalised) observations (the Gaussian's
+        mean; a squashed policy's `bound * tanh(mean)`): what `play` and deployment use."""
+        return self.actor(self.normalize_actor(raw_actor_obs))
+
+    def reset(self, dones: torch.Tensor) -> None:
+        """Nothing to forget where episodes end: an MLP carries no state between steps."""
+
+    def deployable(
+        self,
+        action_offset: torch.Tensor | None = None,
+        action_scale: torch.Tensor | float = 1.0,
+        action_clip: float = math.inf,
+    ) -> DeployedActor:
+        """The deterministic actor for export (`DeployedActor`: a squash is inside the actor)."""
+        return DeployedActor(self, action_offset, action_scale, action_clip)
+
+
+class ActorCritic(MlpActorPolicy):
     """Actor and critic take normalised observations of their own groups."""
 
     def __init__(
@@ -122,9 +152,6 @@ class ActorCritic(nn.Module):
         if normalize and "critic" in normalized_groups:
             self.critic_normalizer = RunningNormalizer(critic_obs_dim, std_offset=offset, std_floor=critic_std_floor)
 
-    def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.actor_normalizer(obs) if self.actor_normalizer is not None else obs
-
     def normalize_critic(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic_normalizer(obs) if self.critic_normalizer is not None else obs
 
@@ -154,22 +181,6 @@ class ActorCritic(nn.Module):
         """State value given normalised critic observations, shape (N,), in float32."""
         with self.matmul_precision():
             return self.critic(critic_obs).float().squeeze(-1)
-
-    def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
-        """The policy mean for raw (unnormalised) observations: what `play` and deployment use."""
-        return self.actor(self.normalize_actor(raw_actor_obs))
-
-    def reset(self, dones: torch.Tensor) -> None:
-        """Nothing to forget where episodes end: an MLP carries no state between steps."""
-
-    def deployable(
-        self,
-        action_offset: torch.Tensor | None = None,
-        action_scale: torch.Tensor | float = 1.0,
-        action_clip: float = math.inf,
-    ) -> DeployedActor:
-        """The deterministic actor for export (`DeployedActor`)."""
-        return DeployedActor(self, action_offset, action_scale, action_clip)
 
 
 def build_actor_critic(
@@ -227,7 +238,7 @@ class SquashedActor(nn.Module):
         return self.bound * torch.tanh(self.mean_and_log_std(obs)[0])
 
 
-class SquashedGaussianPolicy(nn.Module):
+class SquashedGaussianPolicy(MlpActorPolicy):
     """SAC's policy (`--policy.kind squashed`): a Gaussian whose mean and std both come from an
     MLP of the normalised actor observations, squashed by tanh into (-bound, bound) in the env's
     action units. No critic: SAC's critics are its own (`mjrl.rl.sac`), not part of what is
@@ -256,9 +267,6 @@ class SquashedGaussianPolicy(nn.Module):
             RunningNormalizer(actor_obs_dim, std_offset=obs_std_offset, std_floor=std_floor) if normalize else None
         )
 
-    def normalize_actor(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.actor_normalizer(obs) if self.actor_normalizer is not None else obs
-
     def matmul_precision(self) -> contextlib.AbstractContextManager:
         return matmul_precision(self.precision, self.actor.bound.device)
 
@@ -275,25 +283,9 @@ class SquashedGaussianPolicy(nn.Module):
         bound = self.actor.bound
         return bound * torch.tanh(pre), gaussian - squash - self.num_actions * torch.log(bound)
 
-    def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
-        """`bound * tanh(mean)` for raw (unnormalised) observations: what `play` and deployment use."""
-        return self.actor(self.normalize_actor(raw_actor_obs))
-
-    def reset(self, dones: torch.Tensor) -> None:
-        """Nothing to forget where episodes end: an MLP carries no state between steps."""
-
     def noise_std(self) -> torch.Tensor:
         """Not a parameter of this policy (its std depends on the state): a NaN per action."""
         return torch.full((self.num_actions,), math.nan, device=self.actor.bound.device)
-
-    def deployable(
-        self,
-        action_offset: torch.Tensor | None = None,
-        action_scale: torch.Tensor | float = 1.0,
-        action_clip: float = math.inf,
-    ) -> DeployedActor:
-        """The deterministic actor for export (`DeployedActor`: the squash is inside its actor)."""
-        return DeployedActor(self, action_offset, action_scale, action_clip)
 
 
 def build_squashed(
@@ -326,7 +318,7 @@ class DeployedActor(nn.Module):
 
     def __init__(
         self,
-        policy: ActorCritic | SquashedGaussianPolicy,
+        policy: MlpActorPolicy,
         action_offset: torch.Tensor | None = None,
         action_scale: torch.Tensor | float = 1.0,
         action_clip: float = math.inf,

@@ -7,7 +7,7 @@ same formula merges the statistics of several ranks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -137,7 +137,15 @@ def update_from_sums(normalizer: RunningNormalizer, sums: torch.Tensor) -> None:
 def merge_into(normalizer: RunningNormalizer, obs: torch.Tensor, ctx: DistContext) -> None:
     """Update `normalizer` with `obs` from every rank (one all-reduce of their moment sums), so
     each rank ends with the statistics of the pooled data."""
-    update_from_sums(normalizer, ctx.all_reduce_sum(moment_sums(obs)))
+    merge_all_into([(normalizer, obs)], ctx)
+
+
+def merge_all_into(pairs: Sequence[tuple[RunningNormalizer, torch.Tensor]], ctx: DistContext) -> None:
+    """`merge_into` for several normalisers, each with its observations, in one all-reduce."""
+    sums = [moment_sums(obs) for _, obs in pairs]
+    pooled = ctx.all_reduce_sum(torch.cat(sums))
+    for (normalizer, _), part in zip(pairs, pooled.split([len(x) for x in sums]), strict=True):
+        update_from_sums(normalizer, part)
 
 
 @torch.no_grad()

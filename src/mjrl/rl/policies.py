@@ -128,19 +128,24 @@ def build_mlp(
     """The `mlp` kind: an `ActorCritic` for the spec's widths, with a normaliser (and its std
     floors) for each group the spec lets one scale. A kind that changes one of its parts starts
     here (`tests/policy_kind.py`)."""
-    widths = {group: spec.width for group, spec in obs_spec.items()}
-    floors = {group: spec.std_floor for group, spec in obs_spec.items()}
-    normalized = [group for group, spec in obs_spec.items() if spec.normalize]
-    return build_actor_critic(widths, num_actions, cfg, device, floors, normalized)
+    return build_actor_critic(*_widths_floors_normalized(obs_spec, num_actions, cfg, device))
 
 
 def _build_squashed(
     obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
 ) -> nn.Module:
+    return build_squashed(*_widths_floors_normalized(obs_spec, num_actions, cfg, device))
+
+
+def _widths_floors_normalized(
+    obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
+) -> tuple:
+    """The arguments of the MLP builders (`build_actor_critic`, `build_squashed`) from a spec:
+    each group's width, its std floors, and the groups a normaliser may scale."""
     widths = {group: spec.width for group, spec in obs_spec.items()}
     floors = {group: spec.std_floor for group, spec in obs_spec.items()}
     normalized = [group for group, spec in obs_spec.items() if spec.normalize]
-    return build_squashed(widths, num_actions, cfg, device, floors, normalized)
+    return widths, num_actions, cfg, device, floors, normalized
 
 
 register_policy_kind(PolicyKind("mlp", build_mlp, "Gaussian MLP actor and MLP value critic (ActorCritic)"))

@@ -39,7 +39,7 @@ from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_check
 from mjrl.rl.config import PolicyConfig, SacConfig
 from mjrl.rl.gradients import FlatGradients
 from mjrl.rl.networks import SquashedGaussianPolicy, matmul_precision, mlp
-from mjrl.rl.normalizer import RunningNormalizer, merge_into, warm_up_normalizers
+from mjrl.rl.normalizer import RunningNormalizer, merge_all_into, warm_up_normalizers
 from mjrl.rl.optim import Adam
 from mjrl.rl.ppo import NonFiniteUpdate
 from mjrl.rl.storage import Field, ReplayRing
@@ -209,11 +209,11 @@ class SAC:
         normalisers have taken in the newest steps' observations (every rank's)."""
         if not self.support_set:
             self._set_support()
-        newest = self.ring.newest(self.update_every * self.num_envs)
-        if self.policy.actor_normalizer is not None:
-            merge_into(self.policy.actor_normalizer, newest["actor"], self.ctx)
-        if self.critic_normalizer is not None:
-            merge_into(self.critic_normalizer, newest["critic"], self.ctx)
+        normalizers = {"actor": self.policy.actor_normalizer, "critic": self.critic_normalizer}
+        newest = self.ring.newest(self.update_every * self.num_envs, list(normalizers))
+        pairs = [(normalizer, newest[group]) for group, normalizer in normalizers.items() if normalizer is not None]
+        if pairs:  # both groups' statistics in one all-reduce
+            merge_all_into(pairs, self.ctx)
         sums = torch.zeros(len(SUMS) + 1, dtype=torch.float64, device=self.ctx.device)
         for _ in range(self.cfg.updates_per_step):
             sums += self._gradient_step()

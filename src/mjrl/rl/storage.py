@@ -15,7 +15,7 @@ Two shapes of storage, one way of declaring them (`Field`: a per-env shape and a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -129,10 +129,11 @@ class ReplayRing:
         steps = start.unsqueeze(1) + torch.arange(length, device=device)
         return (steps % steps_held) * envs + env.unsqueeze(1)
 
-    def newest(self, rows: int) -> dict[str, torch.Tensor]:
-        """The `rows` rows added last (at most `capacity`), oldest first."""
+    def newest(self, rows: int, names: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+        """The `rows` rows added last (at most `capacity`), oldest first: of the fields `names`
+        (default: every field)."""
         index = (self.written - rows + torch.arange(rows, device=self.written.device)) % self.capacity
-        return {name: value[index] for name, value in self.fields.items()}
+        return {name: self.fields[name][index] for name in (names or self.fields)}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {**{name: value.clone() for name, value in self.fields.items()}, "written": self.written.clone()}
