@@ -1,7 +1,11 @@
-"""The PPO update alone, no simulator: its time and its arithmetic per matrix-product precision.
+"""The update alone, no simulator: its time and its arithmetic per matrix-product precision.
 
     python scripts/bench_update.py                                      # CPU: fp32, bf16
     python scripts/bench_update.py --device cuda --num-envs 4096        # + tf32 and a CUDA graph
+    python scripts/bench_update.py --algo sac --num-envs 512 --steps 32 # SAC's update
+
+PPO's update (`--algo ppo`, the default) or SAC's (`--algo sac`: `--steps` env steps of every env in
+its ring, then updates of `updates_per_step` gradient steps each, at `--batch-size`).
 
 A PPO learner of the task's own networks and shapes (`--task`, the flat quadruped by default:
 its 512-256-128 MLPs, 48 actor and 55 critic observations, 12 actions; before 2026-11-28 the
@@ -18,8 +22,8 @@ A mode that fails reports its error and the others still run.
 
 Per mode: host time per update (the Python call returning: what the host spends launching),
 device time per update (CUDA events around it; on the CPU the same as the host's), and after one
-update the largest difference of any parameter from fp32's and the KL's relative difference: what
-a mode changes in the arithmetic. One JSON line per mode.
+update the largest difference of any parameter from fp32's and the relative difference of its
+mean KL (PPO) or critic loss (SAC): what a mode changes in the arithmetic. One JSON line per mode.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from mjrl.distributed.context import single_process
 from mjrl.obs_spec import flat_spec
 from mjrl.rl import make_algorithm
 from mjrl.rl.algorithm import Transition
-from mjrl.rl.config import AgentConfig, SymmetryConfig
+from mjrl.rl.config import AgentConfig, PolicyConfig, SacConfig, SymmetryConfig
 
 
 @dataclasses.dataclass
@@ -70,13 +74,24 @@ def task_shapes(task_name: str) -> tuple[AgentConfig, dict[str, int], int]:
     return task.agent_cfg, {"actor": env.obs_dims["actor"], "critic": env.obs_dims["critic"]}, env.num_actions
 
 
-def learner(mode: str, env: SyntheticEnv, steps: int, device: str, agent: AgentConfig):
-    """A PPO learner of `agent` whose rollout is filled with the same synthetic data in every mode."""
+@dataclasses.dataclass(frozen=True)
+class SacSections:
+    """A SAC run's algorithm and policy sections (`mjrl.rl.AgentSections`), with the task's networks."""
+
+    algorithm: SacConfig
+    policy: PolicyConfig
+    algo: str = "sac"
+
+
+def learner(mode: str, env: SyntheticEnv, steps: int, device: str, agent: AgentConfig, sac: SacConfig | None = None):
+    """A learner of `agent` (PPO's, or SAC's with `sac`) whose rollout or ring is filled with the
+    same synthetic data in every mode."""
     parts = mode.split("-")
     precision = next((part for part in parts if part in PRECISIONS), "fp32")
     # Without symmetry: the synthetic data has no mirror images (the networks are the task's).
     agent = agent.replace(precision=precision, num_steps_per_env=steps, symmetry=SymmetryConfig())
-    algorithm = make_algorithm(agent, env, steps, single_process(device), seed=0)
+    sections = agent if sac is None else SacSections(dataclasses.replace(sac, learning_starts=0), agent.policy)
+    algorithm = make_algorithm(sections, env, steps, single_process(device), seed=0)
     if "compile" in parts:
         algorithm.compile(rollout=False, update=True)  # the update's losses, as --runner.compile update
     data = torch.Generator().manual_seed(1)  # on the CPU, so every device gets the same numbers
@@ -90,8 +105,14 @@ def learner(mode: str, env: SyntheticEnv, steps: int, device: str, agent: AgentC
         dones = draw(env.num_envs) > 2.0  # about 2 % of envs end at each step
         rewards = draw(env.num_envs)
         algorithm.process_env_step(Transition(obs, actions, rewards, dones, torch.zeros_like(dones), obs, obs))
-    algorithm.compute_returns(obs)
+    if sac is None:
+        algorithm.compute_returns(obs)
     return algorithm
+
+
+def first_figure(sums: dict) -> float:
+    """What one update says of its arithmetic: PPO's mean KL, SAC's critic loss, per step."""
+    return float(sums["mean_kl" if "mean_kl" in sums else "critic_loss"] / sums["steps"])
 
 
 def timed_updates(algorithm, mode: str, repeats: int) -> tuple[float, float]:
@@ -131,7 +152,13 @@ def main() -> None:
     parser.add_argument("--task", default="Mjrl-Velocity-Flat-Quadruped", help="whose networks and shapes")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--modes", nargs="+", default=None, help="default: fp32 bf16 on the CPU, all of them on CUDA")
+    parser.add_argument("--algo", choices=["ppo", "sac"], default="ppo")
+    parser.add_argument("--batch-size", type=int, default=SacConfig.batch_size, help="SAC's, per gradient step")
+    parser.add_argument("--updates-per-step", type=int, default=SacConfig.updates_per_step, help="SAC's")
     args = parser.parse_args()
+    sac = None
+    if args.algo == "sac":
+        sac = SacConfig(batch_size=args.batch_size, updates_per_step=args.updates_per_step, buffer_steps=args.steps)
     cuda = torch.device(args.device).type == "cuda"
     modes = args.modes or (CUDA_MODES if cuda else ["fp32", "bf16"])
     agent, obs_dims, actions = task_shapes(args.task)
@@ -141,29 +168,31 @@ def main() -> None:
     after_one, first_call_s = {}, {}
     for mode in modes:
         try:
-            algorithm = learner(mode, env, args.steps, args.device, agent)
+            algorithm = learner(mode, env, args.steps, args.device, agent, sac)
             began = time.perf_counter()
             sums = algorithm.update()
             first_call_s[mode] = time.perf_counter() - began  # with a compile, mostly the compile
         except Exception as exc:  # a mode this machine cannot run (a compiler missing)
             print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
             continue
-        kl = float(sums["mean_kl"] / sums["steps"])
-        after_one[mode] = (torch.cat([p.detach().flatten() for p in algorithm.parameters()]), kl)
-    reference, reference_kl = after_one.get("fp32", next(iter(after_one.values()), (None, None)))
+        after_one[mode] = (torch.cat([p.detach().flatten() for p in algorithm.parameters()]), first_figure(sums))
+    reference, reference_figure = after_one.get("fp32", next(iter(after_one.values()), (None, None)))
     for mode in after_one:
         try:
-            host, device = timed_updates(learner(mode, env, args.steps, args.device, agent), mode, args.repeats)
+            host, device = timed_updates(learner(mode, env, args.steps, args.device, agent, sac), mode, args.repeats)
         except Exception as exc:  # a graph on the CPU, or a capture this GPU refuses
             print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
             continue
-        params, kl = after_one[mode]
+        params, figure = after_one[mode]
         print(json.dumps({
             "mode": mode, "device": args.device, "task": args.task, "num_envs": args.num_envs, "steps": args.steps,
             "actor_hidden_dims": list(agent.policy.actor_hidden_dims),
             "host_s": round(host, 4), "device_s": round(device, 4), "first_update_s": round(first_call_s[mode], 2),
             "max_param_diff": float((params - reference).abs().max()),
-            "kl_rel_diff": abs(kl - reference_kl) / abs(reference_kl) if reference_kl else None,
+            "algo": args.algo,
+            **({"batch_size": sac.batch_size, "updates_per_step": sac.updates_per_step} if sac else {}),
+            # PPO's mean KL, SAC's critic loss: what the mode does to the update's own figure
+            "figure_rel_diff": abs(figure - reference_figure) / abs(reference_figure) if reference_figure else None,
         }), flush=True)  # fmt: skip
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import types
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from mjrl.distributed.context import single_process
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
 from mjrl.rl.algorithm import rollout_step
+from mjrl.rl.config import SacConfig
 from mjrl.rl.ppo import PPO, NonFiniteUpdate
 from mjrl.tasks import load_task
 
@@ -68,13 +70,17 @@ def test_the_tools_import_neither_the_runner_nor_the_cli():
         assert not leaks, f"tools/{module.name} imports {leaks}"
 
 
-def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
+def one_iteration(seed: int, draw_from_global: bool, algo: str = "ppo") -> torch.Tensor:
     """Build the algorithm, collect a rollout and update, as the runner does; with
     `draw_from_global`, other code draws from torch's global generator (seeded differently)
     before the algorithm is built and at every step in between (`torch.manual_seed` reseeds the
-    global generators of the GPUs too, so with MJRL_TEST_DEVICE=cuda those differ as well)."""
+    global generators of the GPUs too, so with MJRL_TEST_DEVICE=cuda those differ as well).
+    SAC's critics are the algorithm's own networks, built beside the policy."""
     cfg = dataclasses.replace(TASK.env_cfg, num_envs=8)
     agent = TASK.agent_cfg.replace(num_steps_per_env=8, num_mini_batches=2)
+    if algo == "sac":
+        sac = SacConfig(batch_size=16, buffer_steps=8, learning_starts=2)
+        agent = types.SimpleNamespace(algo="sac", algorithm=sac, policy=agent.policy, runner=agent.runner)
     env = VecEnv(cfg, TASK.build(cfg), torch.device(DEVICE), seed=seed)
     torch.manual_seed(seed if not draw_from_global else 999)
     torch.rand(10)
@@ -91,10 +97,11 @@ def one_iteration(seed: int, draw_from_global: bool) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in algorithm.parameters()])
 
 
-def test_training_draws_nothing_from_torchs_global_generator():
-    quiet = one_iteration(seed=3, draw_from_global=False)
-    assert torch.equal(quiet, one_iteration(seed=3, draw_from_global=True))
-    assert not torch.equal(quiet, one_iteration(seed=4, draw_from_global=False))  # the seed does matter
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_training_draws_nothing_from_torchs_global_generator(algo: str):
+    quiet = one_iteration(seed=3, draw_from_global=False, algo=algo)
+    assert torch.equal(quiet, one_iteration(seed=3, draw_from_global=True, algo=algo))
+    assert not torch.equal(quiet, one_iteration(seed=4, draw_from_global=False, algo=algo))  # the seed does matter
 
 
 def collected_ppo() -> PPO:

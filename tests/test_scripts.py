@@ -223,3 +223,6 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
 
     assert update["actor_hidden_dims"] == list(load_task("Mjrl-Cartpole-Balance").agent_cfg.policy.actor_hidden_dims)
     assert update["mode"] == "fp32" and update["max_param_diff"] == 0.0 and update["host_s"] > 0
+    (sac,) = lines(str(SCRIPTS / "bench_update.py"), "--algo", "sac", "--task", "Mjrl-Cartpole-Balance", "--num-envs",
+                   "16", "--steps", "4", "--batch-size", "32", "--repeats", "1", "--modes", "fp32")  # fmt: skip
+    assert sac["algo"] == "sac" and sac["batch_size"] == 32 and sac["updates_per_step"] == 2 and sac["host_s"] > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,13 @@ from mjrl.envs import Robot, VecEnv, symmetry_problem
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
-from mjrl.rl import PpoConfig, SymmetryConfig, check_agent_config
+from mjrl.obs_spec import flat_spec
+from mjrl.rl import PpoConfig, SymmetryConfig, check_agent_config, make_algorithm
 from mjrl.rl.algorithm import Transition
+from mjrl.rl.config import PolicyConfig, SacConfig
 from mjrl.rl.networks import ActorCritic
 from mjrl.rl.ppo import PPO
+from mjrl.rl.sac import SAC
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity.commands import COMMAND
 from mjrl.tasks.velocity.gait import GaitClock, feet_gait
@@ -285,11 +289,100 @@ def test_the_cart_pole_and_its_mirror_image_move_as_mirror_images(task_name):
     assert env.mirrors["critic"] is not None and torch.equal(mirror(mirror(obs["actor"])), obs["actor"])
 
 
-def test_the_quadruped_trains_with_augmentation_and_the_mirror_loss_and_logs_it(log_root):
-    result = run_main("train", "Mjrl-Velocity-Flat-Quadruped", *TINY_RUN, "--runner.max-iterations", "2",
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_the_quadruped_trains_with_augmentation_and_the_mirror_loss_and_logs_it(log_root, algo):
+    tiny = TINY_RUN if algo == "ppo" else (*TINY_RUN[:-2], "--algo", "sac", "--algorithm.batch-size", "64",
+                                           "--algorithm.buffer-steps", "16")  # fmt: skip
+    result = run_main("train", "Mjrl-Velocity-Flat-Quadruped", *tiny, "--runner.max-iterations", "2",
                       "--algorithm.symmetry.augment", "True", "--algorithm.symmetry.mirror-loss-coef", "0.1",
                       "--log-root", str(log_root))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_jsonl(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
     assert [row["iteration"] for row in rows] == [0, 1]
     assert all(0 < row["symmetry_loss"] < 100 for row in rows)
+
+
+# ------------------------------------------------------------------------------ SAC's symmetry
+
+
+@dataclasses.dataclass
+class ToyEnv:
+    """The toy problem's shapes and mirrors, as an algorithm is built from them (`EnvInfo`)."""
+
+    num_envs: int
+    num_actions: int = 1
+    obs_dims: dict = dataclasses.field(default_factory=lambda: {"actor": 2, "critic": 2})
+    obs_std_floors: dict = dataclasses.field(default_factory=lambda: {"actor": None, "critic": None})
+    mirrors: dict = dataclasses.field(default_factory=lambda: TOY_MIRRORS)
+    mirror_problem: None = None
+
+    @property
+    def obs_spec(self) -> dict:
+        return flat_spec(self.obs_dims)
+
+
+def toy_sac(symmetry: SymmetryConfig, num_envs: int = 16, seed: int = 0) -> SAC:
+    sac = SacConfig(
+        batch_size=32, buffer_steps=64, learning_starts=2, updates_per_step=1, learning_rate=3e-3, symmetry=symmetry
+    )
+    policy = PolicyConfig(actor_hidden_dims=(16, 16), critic_hidden_dims=(16, 16))
+    sections = types.SimpleNamespace(algo="sac", algorithm=sac, policy=policy)
+    return make_algorithm(sections, ToyEnv(num_envs), 1, single_process("cpu"), seed=seed)
+
+
+def toy_sac_steps(sac: SAC, seed: int, steps: int = 6) -> None:
+    """Steps of the toy problem (the lateral coordinate always positive), an update after each."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        obs = torch.rand(sac.num_envs, 2, generator=g) + torch.tensor([0.0, 0.5])
+        actions = sac.act({"actor": obs, "critic": obs})
+        rewards = -((actions[:, 0] + obs[:, 1]) ** 2)  # steer against the lateral offset
+        done = torch.zeros_like(rewards, dtype=torch.bool)
+        groups = {"actor": obs, "critic": obs}
+        sac.process_env_step(Transition(groups, actions, rewards, done, done, groups, groups))
+        sac.update()
+
+
+def test_sac_augmentation_follows_each_window_with_its_mirror_image_and_the_same_return():
+    """Each augmented gradient step reads the sampled windows, then their mirror images: the
+    first and the next observations and the actions mirrored, the returns and discounts kept."""
+    augmented, plain = toy_sac(SymmetryConfig(augment=True)), toy_sac(SymmetryConfig())
+    toy_sac_steps(augmented, seed=1)
+    rows = augmented.ring.window_rows(8, 3, augmented.num_envs, torch.Generator().manual_seed(2))
+    plain.ring.load_state_dict(augmented.ring.state_dict())
+    doubled, single = augmented._windows(rows), plain._windows(rows)
+    images = {"actor": TOY_MIRRORS["actor"], "next_actor": TOY_MIRRORS["actor"], "critic": TOY_MIRRORS["critic"],
+              "next_critic": TOY_MIRRORS["critic"], "action": TOY_MIRRORS["actions"]}  # fmt: skip
+    assert set(doubled) == set(single)
+    for name, x in single.items():
+        assert torch.equal(doubled[name][:8], x)
+        assert torch.equal(doubled[name][8:], images[name](x) if name in images else x), name
+    assert augmented.batch_rows == 64 and plain.batch_rows == 32
+    assert (doubled["actor"][8:, 1] < 0).all()  # the images sit where no robot went
+
+
+def sac_symmetry_error(sac: SAC) -> float:
+    obs = torch.rand(256, 2, generator=torch.Generator().manual_seed(9)) + torch.tensor([0.0, 0.5])
+    with torch.no_grad():
+        mean = sac.policy.act_deterministic(obs)
+        mirrored = sac.policy.act_deterministic(TOY_MIRRORS["actor"](obs))
+    return float(((mirrored - TOY_MIRRORS["actions"](mean)) ** 2).mean())
+
+
+def test_sacs_mirror_loss_makes_its_actor_symmetric_and_is_logged():
+    """With the mirror loss (alone, or beside augmentation) the actor's mean on mirrored states
+    becomes the mirror image of its mean; without, it does not; only the former log the loss."""
+    runs = {"loss": SymmetryConfig(mirror_loss_coef=1.0), "loss and augmentation":
+            SymmetryConfig(augment=True, mirror_loss_coef=1.0), "none": SymmetryConfig()}  # fmt: skip
+    logged = {}
+    for name, symmetry in runs.items():
+        runs[name] = sac = toy_sac(symmetry)
+        for iteration in range(12):
+            toy_sac_steps(sac, seed=100 + iteration)
+        metrics = sac.update_metrics({k: float(v) for k, v in {**sac.update(), **sac.log_values()}.items()})
+        logged[name] = metrics.get("symmetry_loss")
+    unconstrained = sac_symmetry_error(runs["none"])
+    assert logged["none"] is None
+    for name in ("loss", "loss and augmentation"):
+        assert sac_symmetry_error(runs[name]) < 0.1 * unconstrained, name
+        assert 0 < logged[name] < 0.1 * unconstrained, name

@@ -99,7 +99,7 @@ def check_agent_config(
 
 def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext, seed: int) -> Algorithm:
     """The algorithm a run trains with on `env` (`--algo`; PPO without), for rollouts of
-    `num_steps` steps. Its initial weights
+    `num_steps` steps. Its initial weights (the policy's and the algorithm's own networks')
     and its generator come from `seed` alone, whatever else has drawn from torch's global
     generator."""
     import torch
@@ -111,7 +111,8 @@ def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistCo
     with torch.random.fork_rng(devices=[]):  # torch's layers initialise from the global generator
         torch.manual_seed(seed)
         policy = build_policy(env.obs_spec, env.num_actions, cfg.policy, ctx.device, spec.name)
-    algorithm = spec.build(cfg, policy, env, num_steps, ctx)
+        # An algorithm's own networks (SAC's critics) too.
+        algorithm = spec.build(cfg, policy, env, num_steps, ctx)
     every = update_every(algorithm)
     if every and num_steps % every:
         raise UsageError(
@@ -125,21 +126,34 @@ def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistCo
 # ------------------------------------------------------------------- mjrl's own algorithms
 
 
-def _check_ppo(cfg: AgentSections, task: TaskFacts) -> None:
+def _check_symmetry(cfg: AgentSections, task: TaskFacts) -> None:
+    """`--algorithm.symmetry` (PPO's and SAC's) on a task that does not mirror."""
     from mjrl.errors import UsageError
 
     if cfg.algorithm.symmetry.enabled and (problem := task.symmetry_problem()) is not None:
         raise UsageError(f"--algorithm.symmetry needs a task that mirrors left and right; {task.name}: {problem}")
 
 
-def _build_ppo(cfg: AgentSections, policy: ActorCritic, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
-    from mjrl.rl.ppo import PPO
-
-    if cfg.algorithm.symmetry.enabled and env.mirrors is None:
+def _mirrors(cfg: AgentSections, env: EnvInfo) -> Any:
+    """The env's mirrors when `--algorithm.symmetry` is on (None when off); refused when the
+    task's mirror declarations do not hold on its model."""
+    if not cfg.algorithm.symmetry.enabled:
+        return None
+    if env.mirrors is None:
         from mjrl.errors import UsageError
 
         raise UsageError(f"--algorithm.symmetry: the task's mirrors do not hold: {env.mirror_problem}")
-    return PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, env.mirrors)
+    return env.mirrors
+
+
+def _check_ppo(cfg: AgentSections, task: TaskFacts) -> None:
+    _check_symmetry(cfg, task)
+
+
+def _build_ppo(cfg: AgentSections, policy: ActorCritic, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
+    from mjrl.rl.ppo import PPO
+
+    return PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, _mirrors(cfg, env))
 
 
 def _check_distillation(cfg: AgentSections, task: TaskFacts) -> None:
@@ -168,10 +182,11 @@ def _build_distillation(
 
 
 def _check_sac(cfg: AgentSections, task: TaskFacts) -> None:
-    """What a SAC run cannot train with, before anything is built: a ring that cannot hold a
-    batch, or n-step windows longer than the ring."""
+    """What a SAC run cannot train with, before anything is built: symmetry on a task that does
+    not mirror, a ring that cannot hold a batch, or n-step windows longer than the ring."""
     from mjrl.errors import UsageError
 
+    _check_symmetry(cfg, task)
     sac, envs = cfg.algorithm, getattr(getattr(cfg, "env", None), "num_envs", None)
     if sac.n_step > sac.buffer_steps:
         raise UsageError(
@@ -189,7 +204,7 @@ def _check_sac(cfg: AgentSections, task: TaskFacts) -> None:
 def _build_sac(cfg: AgentSections, policy: Any, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
     from mjrl.rl.sac import SAC
 
-    return SAC(policy, cfg.algorithm, cfg.policy, env, ctx)
+    return SAC(policy, cfg.algorithm, cfg.policy, env, ctx, _mirrors(cfg, env))
 
 
 register_algorithm(

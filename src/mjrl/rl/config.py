@@ -262,6 +262,11 @@ class SacConfig:
     warm_up_normalizers: bool = True
     """Start the observation normalisers from one rollout of the untrained policy (its env
     steps count, and fill the ring), as `PpoConfig.warm_up_normalizers`."""
+    symmetry: SymmetryConfig = SymmetryConfig()
+    """Left-right symmetry, for tasks that mirror: with `augment`, every sampled window is
+    followed by its mirror image (observations, next observations and actions mirrored, the same
+    returns), doubling each gradient step's batch; with `mirror_loss_coef`, the actor's mean on
+    mirrored observations is pulled to the mirror image of its mean on the originals."""
 
     bounds: ClassVar[dict] = {
         "learning_rate": "> 0",

@@ -12,7 +12,9 @@ Read top to bottom, beside `storage.py` (`ReplayRing`) and `networks.py`
   double Q (the target distribution is the pessimistic target critic's) and Polyak-averaged
   target networks; a target distribution is projected back onto the atoms
   (`project_onto_support`), and the share that fell outside them is logged;
-- a tanh-squashed Gaussian actor, its entropy temperature tuned to a target entropy.
+- a tanh-squashed Gaussian actor, its entropy temperature tuned to a target entropy;
+- optionally left-right symmetry (`SacConfig.symmetry`): each window followed by its mirror
+  image, and a mirror loss on the actor's mean.
 
 The loop calls `update` after every `update_every` env steps (`Algorithm.update_every`).
 Every decision in it (skip a step while the ring lacks data, or for a non-finite value on
@@ -35,6 +37,7 @@ from torch import nn
 from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
 from mjrl.fused import fuse
+from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum
 from mjrl.rl.config import PolicyConfig, SacConfig
 from mjrl.rl.gradients import FlatGradients
@@ -44,9 +47,11 @@ from mjrl.rl.optim import Adam
 from mjrl.rl.ppo import NonFiniteUpdate
 from mjrl.rl.storage import Field, ReplayRing
 
-SUMS = ("critic_loss", "actor_loss", "temperature", "entropy", "clipped_returns", "q_mean", "action_std")
+SUMS = ("critic_loss", "actor_loss", "temperature", "entropy", "clipped_returns", "q_mean", "action_std",
+        "symmetry_loss")  # fmt: skip
 """Summed over the gradient steps taken (`steps`); logged as means per step. `clipped_returns`:
-the share of the target distributions' mass that fell outside the critics' support."""
+the share of the target distributions' mass that fell outside the critics' support;
+`symmetry_loss` (logged only with the mirror loss on): the actor's mirror loss."""
 
 
 # --------------------------------------------------------------------- returns and the support
@@ -118,9 +123,21 @@ class SAC:
     skipped for lack of data does not count)."""
 
     def __init__(
-        self, policy: SquashedGaussianPolicy, cfg: SacConfig, policy_cfg: PolicyConfig, env: EnvInfo, ctx: DistContext
+        self,
+        policy: SquashedGaussianPolicy,
+        cfg: SacConfig,
+        policy_cfg: PolicyConfig,
+        env: EnvInfo,
+        ctx: DistContext,
+        mirrors: Mapping[str, ColumnMirror] | None = None,
     ) -> None:
         self.policy, self.cfg, self.ctx = policy, cfg, ctx
+        if cfg.symmetry.enabled and mirrors is None:
+            raise ValueError("symmetry is on, but the env declares no mirrors")
+        self.mirrors = mirrors if cfg.symmetry.enabled else None
+        """How "actor", "critic" and "actions" mirror, when symmetry is on."""
+        self.batch_rows = cfg.batch_size * (2 if cfg.symmetry.augment else 1)
+        """Rows of each gradient step: the sampled windows, and their mirror images with `augment`."""
         self.num_envs = env.num_envs
         self.update_every = cfg.update_every
         device = ctx.device
@@ -237,7 +254,7 @@ class SAC:
         # steps are taken and undone on the device.
         held = self.ring.windows_held(n, self.num_envs)
         lacking = (held < max(cfg.learning_starts - n + 1, 1)).float()
-        noise = torch.randn(2, cfg.batch_size, self.policy.num_actions, device=self.ctx.device,
+        noise = torch.randn(2, self.batch_rows, self.policy.num_actions, device=self.ctx.device,
                             generator=self.generator)  # fmt: skip
 
         # The critics: cross-entropy to the projected n-step soft target distribution.
@@ -250,7 +267,7 @@ class SAC:
         self.critic_optimizer.step(skip)
 
         # The actor against the critics just updated, and the temperature toward the target entropy.
-        actor_loss, alpha_loss, stats = self._actor_losses(obs["actor"], obs["critic"], noise[1])
+        actor_loss, alpha_loss, stats = self._actor_losses(obs, noise[1])
         # One backward pass for both: each loss reaches only its own parameters (the actor's
         # loss reads the temperature detached, the temperature's the log-probabilities).
         grads = torch.autograd.grad(actor_loss + alpha_loss, [*self.actor_params, self.log_alpha])
@@ -267,15 +284,36 @@ class SAC:
         self.consecutive_skips.add_(1.0).mul_((nonfinite | actor_nonfinite).double())
         taken = (~actor_skip).double()
         figures = torch.stack([scalars[0], actor_loss.detach(), self.log_alpha.detach().exp(), stats[1],
-                               scalars[1], stats[0], stats[2]]).double()  # fmt: skip
+                               scalars[1], stats[0], stats[2], stats[3]]).double()  # fmt: skip
         return torch.cat([figures * taken, taken.reshape(1)])
 
-    def _normalized(self, name: str, rows: torch.Tensor) -> torch.Tensor:
-        """A field of the ring at `rows`, normalised as its group is."""
-        raw = self.ring.fields[name][rows]
-        if name.endswith("actor"):
+    def _normalize(self, group: str, raw: torch.Tensor) -> torch.Tensor:
+        """Raw observations of a group ("actor" or "critic"), normalised as the group is."""
+        if group == "actor":
             return self.policy.normalize_actor(raw)
         return self.critic_normalizer(raw) if self.critic_normalizer is not None else raw
+
+    def _windows(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What a batch of windows (their rows of the ring, (B, n)) gives the losses: n-step
+        returns and bootstrap discounts, the first step's raw observations and action, and the
+        raw observations after the window's last step. With symmetry augmentation, followed by
+        their mirror images (the same returns: the task's rewards do not tell left from right);
+        with the mirror loss alone, the first actor observations' images apart."""
+        fields = self.ring.fields
+        returns, discount, last = n_step_returns(fields["reward"][rows], fields["terminated"][rows],
+                                                 fields["truncated"][rows], self.cfg.gamma)  # fmt: skip
+        first, end = rows[:, 0], rows.gather(1, last.unsqueeze(1)).squeeze(1)
+        batch = {"returns": returns, "discount": discount, "actor": fields["actor"][first],
+                 "critic": fields["critic"][first], "action": fields["action"][first],
+                 "next_actor": fields["next_actor"][end], "next_critic": fields["next_critic"][end]}  # fmt: skip
+        if self.mirrors is None:
+            return batch
+        actor, critic = self.mirrors["actor"], self.mirrors["critic"]
+        mirror = {"actor": actor, "next_actor": actor, "critic": critic, "next_critic": critic,
+                  "action": self.mirrors["actions"]}  # fmt: skip
+        if not self.cfg.symmetry.augment:
+            return batch | {"mirrored_actor": mirror["actor"](batch["actor"])}
+        return {name: torch.cat([x, mirror[name](x) if name in mirror else x]) for name, x in batch.items()}
 
     def _critic_loss(
         self, rows: torch.Tensor, noise: torch.Tensor
@@ -284,16 +322,16 @@ class SAC:
         clipped target mass, and the windows' first observations, normalised (the actor's step
         reads them): tensor operations only, which `compile` fuses. Observations are read at a
         window's first and last steps only."""
-        fields = self.ring.fields
-        returns, discount, last = n_step_returns(fields["reward"][rows], fields["terminated"][rows],
-                                                 fields["truncated"][rows], self.cfg.gamma)  # fmt: skip
-        first, end = rows[:, 0], rows.gather(1, last.unsqueeze(1)).squeeze(1)
-        obs = {"actor": self._normalized("actor", first), "critic": self._normalized("critic", first)}
+        batch = self._windows(rows)
+        returns, discount = batch["returns"], batch["discount"]
+        obs = {group: self._normalize(group, batch[group]) for group in ("actor", "critic")}
+        if "mirrored_actor" in batch:
+            obs["mirrored_actor"] = self._normalize("actor", batch["mirrored_actor"])
         with torch.no_grad():
             # The soft value after the window: the target critics at the policy's next action,
             # less the temperature times its log-probability; the pessimistic critic's distribution.
-            next_actor = self._normalized("next_actor", end)
-            next_critic = self._normalized("next_critic", end)
+            next_actor = self._normalize("actor", batch["next_actor"])
+            next_critic = self._normalize("critic", batch["next_critic"])
             next_actions, next_log_prob = self.policy.sample(next_actor, noise)
             with matmul_precision(self.precision, returns.device):
                 probs = torch.softmax(self.target(next_critic, next_actions), dim=-1)
@@ -305,25 +343,42 @@ class SAC:
             )
             target, clipped = project_onto_support(self.atoms, target_atoms, pessimistic)
         with matmul_precision(self.precision, returns.device):
-            logits = self.critic(obs["critic"], fields["action"][first])
+            logits = self.critic(obs["critic"], batch["action"])
         loss = -(target * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean(dim=-1).sum()
         return loss, clipped.mean(), obs
 
     def _actor_losses(
-        self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, noise: torch.Tensor
+        self, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The actor's loss (the temperature times the log-probability less the pessimistic
-        expected return of its actions), the temperature's, and (mean Q, entropy, mean std)."""
+        expected return of its actions, plus the mirror loss), the temperature's, and (mean Q,
+        entropy, mean std, mirror loss) on the critic step's normalised observations."""
+        actor_obs = obs["actor"]
         actions, log_prob = self.policy.sample(actor_obs, noise)
         with matmul_precision(self.precision, actor_obs.device):
-            probs = torch.softmax(self.critic(critic_obs, actions), dim=-1)
+            probs = torch.softmax(self.critic(obs["critic"], actions), dim=-1)
         q = (probs * self.atoms).sum(dim=-1).min(dim=0).values
         actor_loss = (self.log_alpha.detach().exp() * log_prob - q).mean()
         alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        mirror_loss = self._mirror_loss(obs)
+        actor_loss = actor_loss + self.cfg.symmetry.mirror_loss_coef * mirror_loss
         with torch.no_grad():
             std = self.policy.actor.mean_and_log_std(actor_obs)[1].exp().mean()
-            stats = torch.stack([q.mean(), -log_prob.mean(), std])
+            stats = torch.stack([q.mean(), -log_prob.mean(), std, mirror_loss.detach()])
         return actor_loss, alpha_loss, stats
+
+    def _mirror_loss(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean squared distance between the actor's mean on mirrored observations and the mirror
+        image of its mean on the originals (held fixed); zero without the mirror loss."""
+        if self.mirrors is None or self.cfg.symmetry.mirror_loss_coef == 0:
+            return obs["actor"].new_zeros(())
+        if self.cfg.symmetry.augment:  # the batch's second half holds the images
+            originals, images = obs["actor"].chunk(2)
+        else:
+            originals, images = obs["actor"], obs["mirrored_actor"]
+        with self.policy.matmul_precision():  # the deterministic actions, bound x tanh(mean)
+            target = self.mirrors["actions"](self.policy.actor(originals).float()).detach()
+            return ((self.policy.actor(images).float() - target) ** 2).mean()
 
     def _clip(self, gradients: FlatGradients, tail: int = 0) -> None:
         """Scale a network's gradients down to a norm of `max_grad_norm` (0: no clip); the last
@@ -339,8 +394,9 @@ class SAC:
                 "lower --algorithm.learning-rate or check the task's observations and rewards"
             )
         steps = max(totals["steps"], 1.0)
+        logged = [name for name in SUMS if name != "symmetry_loss" or self.cfg.symmetry.mirror_loss_coef > 0]
         return {
-            **{name: totals[name] / steps for name in SUMS},
+            **{name: totals[name] / steps for name in logged},
             "gradient_steps": totals["steps"],
             "learning_rate": totals["learning_rate"],
         }
