@@ -2,6 +2,7 @@
 
     python scripts/bench_chaos.py --minutes 20 --log-root /tmp/chaos       # the benchmark
     python scripts/bench_chaos.py --sequence kill stop preempt --gap-s 2 4 --log-root /tmp/chaos  # short
+    python scripts/bench_chaos.py --algo sac --minutes 20 --log-root /tmp/chaos-sac  # SAC, its ring saved too
 
 `train Mjrl-Cartpole-Balance --nproc-per-node 2 --max-restarts 1000` runs on the CPU (gloo) while
 this script, at random intervals, SIGKILLs a random rank or SIGSTOPs one for longer than the
@@ -12,7 +13,9 @@ starts it again with `--resume True`. Before each fault it waits until the job t
 At the end it stops the job and checks: metrics.jsonl has every iteration exactly once, the last
 checkpoint plays, and it prints per fault the seconds from the fault to the next iteration and
 the iterations redone, with the run directory's disk use against a fault-free run of as many
-iterations. The last line is a JSON summary; the exit code is 1 if a check failed.
+iterations. The last line is a JSON summary; the exit code is 1 if a check failed. With `--algo
+sac` the job trains SAC (tiny: 64 windows per gradient step, a ring of 16 steps per env), whose
+checkpoints carry the replay ring beside them (`bulk_<iteration>.pt`, counted in the disk use).
 """
 
 from __future__ import annotations
@@ -30,7 +33,16 @@ import sys
 import time
 from pathlib import Path
 
-from common import TINY_CPU_RUN, newest_run, play_command, rank_pid, read_metrics, train_command, wait_for
+from common import (
+    TINY_CPU_RUN,
+    TINY_SAC_RUN,
+    newest_run,
+    play_command,
+    rank_pid,
+    read_metrics,
+    train_command,
+    wait_for,
+)
 
 TASK = "Mjrl-Cartpole-Balance"
 HANG_TIMEOUT_S = 10
@@ -41,10 +53,14 @@ def iterations(run_dir: Path) -> list[int]:
     return [row["iteration"] for row in read_metrics(run_dir)]
 
 
+def tiny_run(algo: str) -> tuple[str, ...]:
+    return TINY_SAC_RUN if algo == "sac" else TINY_CPU_RUN
+
+
 class Soak:
-    def __init__(self, log_root: Path, save_interval: int):
+    def __init__(self, log_root: Path, save_interval: int, algo: str):
         self.log_root = log_root
-        self.command = train_command(TASK, *TINY_CPU_RUN, "--nproc-per-node", "2", "--max-restarts", "1000")
+        self.command = train_command(TASK, *tiny_run(algo), "--nproc-per-node", "2", "--max-restarts", "1000")
         self.command += ["--hang-timeout-s", str(HANG_TIMEOUT_S), "--runner.max-iterations", "1000000"]
         self.command += ["--runner.save-interval", str(save_interval), "--log-root", str(log_root)]
         self.job: subprocess.Popen | None = None
@@ -108,17 +124,19 @@ def disk_use(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def check(run_dir: Path, log_root: Path, save_interval: int) -> dict:
+def check(run_dir: Path, log_root: Path, save_interval: int, algo: str) -> dict:
     logged = iterations(run_dir)
     continuous = logged == list(range(len(logged)))
     play = subprocess.run(play_command(TASK, "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "2"),
                           capture_output=True, text=True)  # fmt: skip
     # A fault-free run of as many iterations, for the disk use.
     calm_root = log_root / "fault-free"
-    calm_command = train_command(TASK, *TINY_CPU_RUN, "--nproc-per-node", "2", "--log-root", str(calm_root))
+    calm_command = train_command(TASK, *tiny_run(algo), "--nproc-per-node", "2", "--log-root", str(calm_root))
     calm_command += ["--runner.max-iterations", str(len(logged)), "--runner.save-interval", str(save_interval)]
     calm = subprocess.run(calm_command, capture_output=True, text=True)
     calm_dir = newest_run(calm_root, TASK)
+    checkpoints = run_dir / "checkpoints"
+    bulk = [p.stat().st_size for p in checkpoints.glob("bulk_*.pt")]
     return {
         "iterations": len(logged),
         "continuous": continuous,
@@ -128,7 +146,9 @@ def check(run_dir: Path, log_root: Path, save_interval: int) -> dict:
         "fault_free_disk_bytes": disk_use(calm_dir) if calm.returncode == 0 else None,
         "fault_free_exit": calm.returncode,
         "checkpoints": len(list((run_dir / "checkpoints").glob("model_*.pt"))),
-        "checkpoint_bytes": max(p.stat().st_size for p in (run_dir / "checkpoints").glob("model_*.pt")),
+        # A checkpoint with what goes beside it (SAC's newest ring: one file, the newest kept)
+        "checkpoint_bytes": max(p.stat().st_size for p in checkpoints.glob("model_*.pt")) + max(bulk, default=0),
+        "bulk_files": len(bulk),
         "fault_free_checkpoints": len(list((calm_dir / "checkpoints").glob("model_*.pt"))),
         # Which they are, for a count that differs (a stop's checkpoint lies off the interval).
         "checkpoint_names": sorted(p.name for p in (run_dir / "checkpoints").glob("model_*.pt")),
@@ -146,12 +166,13 @@ def main() -> int:
     parser.add_argument("--save-interval", type=int, default=50, help="iterations between checkpoints")
     parser.add_argument("--sequence", nargs="+", choices=["kill", "stop", "preempt"], help="these faults, in order")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--algo", choices=["ppo", "sac"], default="ppo", help="what the job trains")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     if (args.log_root / TASK).exists():
         raise SystemExit(f"{args.log_root} holds runs already: give an empty --log-root")
     args.log_root.mkdir(parents=True, exist_ok=True)
-    soak = Soak(args.log_root, args.save_interval)
+    soak = Soak(args.log_root, args.save_interval, args.algo)
     soak.start(resume=False)
     wait_for(lambda: len(iterations(soak.run_dir)) > args.save_interval, 600)
     deadline = time.monotonic() + args.minutes * 60
@@ -165,7 +186,7 @@ def main() -> int:
             kind = args.sequence[number - 1]
         soak.fault(kind, rng)
     soak.stop()
-    summary = check(soak.run_dir, args.log_root, args.save_interval)
+    summary = check(soak.run_dir, args.log_root, args.save_interval, args.algo)
     for kind in ("kill", "stop", "preempt"):
         done = [r for r in soak.records if r["fault"] == kind]
         if done:
@@ -176,7 +197,7 @@ def main() -> int:
                 "median_redone": statistics.median(r["redone"] for r in done),
             }
     summary["faults"] = len(soak.records)
-    summary["run_dir"] = str(soak.run_dir)
+    summary["run_dir"], summary["algo"] = str(soak.run_dir), args.algo
     print(json.dumps(summary), flush=True)
     ok = summary["continuous"] and not summary["duplicates"] and summary["plays"]
     return 0 if ok else 1

@@ -37,6 +37,8 @@ BIN = Path(sys.executable).parent
 # time the launcher or compare runs rather than learn.
 TINY_CPU_RUN = ("--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
                 "--algorithm.num-mini-batches", "2")  # fmt: skip
+TINY_SAC_RUN = (*TINY_CPU_RUN[:-2], "--algo", "sac", "--algorithm.batch-size", "64", "--algorithm.buffer-steps", "16")
+"""`TINY_CPU_RUN` for SAC: its ring holds 16 steps of every env, a gradient step reads 64 windows."""
 
 T = TypeVar("T")
 

@@ -453,6 +453,9 @@ class SAC:
             [*self.policy.state_dict().values(), *learner, self.log_alpha.data, self.atoms,
              *self.actor_optimizer.tensors(), *self.critic_optimizer.tensors()]
         )  # fmt: skip
+        # Whether the support is set, as rank 0 has it (a resumed rank 0 has it from its
+        # checkpoint, the others not): every rank then sets it at the same update, or none does.
+        self.support_set = bool(self.atoms[-1] > 0)
 
     def parameters(self) -> list[torch.Tensor]:
         return [*self.actor_params, *self.critic_params]
