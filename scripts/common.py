@@ -212,7 +212,8 @@ Target = tuple[str, str, float, float]
 class Profile:
     """How a robot is trained on the CPU and what counts as walking: the issue's definition."""
 
-    preset: str
+    preset: str | None
+    """The config preset the task trains with on the CPU (None: the task's own defaults)."""
     forward: tuple[float, float]
     """Range of the forward commands (m/s) of the "forward" setting (no lateral or yaw command)."""
     targets: tuple[Target, ...]
@@ -274,7 +275,11 @@ PROFILES = {
         # The humanoid is pushed every 1-3 s (the quadrupeds every 8-12 s): what that costs
         # its tracking.
         reported=("forward, no pushes",),
-    )
+    ),
+    # The cart-poles: a return of 900 of the 1,000 a perfect episode earns (the quick start's
+    # promise for Balance); Swingup's PPO ends its default budget at 700-730.
+    "Mjrl-Cartpole-Balance": Profile(None, (0.0, 0.0), (("full", "mean_return", 900.0, NO_LIMIT),)),
+    "Mjrl-Cartpole-Swingup": Profile(None, (0.0, 0.0), (("full", "mean_return", 700.0, NO_LIMIT),)),
 }
 
 
@@ -290,10 +295,11 @@ def full_set_targets(targets: tuple[Target, ...]) -> list[Target]:
 
 def first_eval_meeting_targets(lines: list[dict], targets: tuple[Target, ...]) -> dict | None:
     """The first periodic evaluation (full command distribution) within the full-set targets."""
+    full = full_set_targets(targets)
     for line in lines:
-        if "eval/mean_lin_vel_error" not in line:
+        if any(f"eval/{figure}" not in line for _, figure, *_ in full):
             continue
-        ok = all(low <= line[f"eval/{figure}"] <= high for _, figure, low, high in full_set_targets(targets))
+        ok = all(low <= line[f"eval/{figure}"] <= high for _, figure, low, high in full)
         if ok:
             return line
     return None

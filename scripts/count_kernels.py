@@ -226,9 +226,11 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
     rollout = cfg.runner.num_steps_per_env
     algorithm = make_algorithm(cfg, env, rollout, ctx, seed=0)
     if compile_ != "off":
-        import torch._dynamo
+        # Not `import torch._dynamo`: that would make `torch` a name local to this function,
+        # unbound where the import does not run (the default, --compile off: a NameError).
+        from torch import _dynamo
 
-        torch._dynamo.reset()  # each task compiles afresh: one process per task in training
+        _dynamo.reset()  # each task compiles afresh: one process per task in training
     compile_loop(compile_, env, algorithm)
     if ctx.device.type == "cuda":
         count = count_cuda

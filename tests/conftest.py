@@ -15,11 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-# As the console scripts do (mjrl/cli/__init__.py), before torch starts OpenMP: idle OpenMP
-# threads sleep rather than spin against the simulator and the other processes of a test (in
-# process, a tiny SAC run of the quadruped took 60 s spinning beside another job, 8 s without).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import pytest
 import torch
 

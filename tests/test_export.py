@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -70,21 +72,26 @@ def run_exported(model: Path, fmt: str, obs: torch.Tensor) -> torch.Tensor:
     if fmt == "onnx":
         session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         return torch.from_numpy(session.run(["actions"], {"obs": obs.numpy()})[0])
+    if fmt == "pt2":
+        return torch.export.load(str(model)).module()(obs)
     with warnings.catch_warnings():  # torch deprecates TorchScript, which libtorch runtimes still load
         warnings.simplefilter("ignore", DeprecationWarning)
         return torch.jit.load(str(model))(obs)
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+@pytest.mark.parametrize("fmt", ["onnx", "pt2", "torchscript"])
 def test_exported_actor_matches_act_deterministic(trained, fmt, tmp_path):
     task_name, run_dir = trained
     if fmt == "onnx":  # written by `train --export onnx`
         model = run_dir / "exported" / "policy.onnx"
     else:
-        model = tmp_path / "policy.pt"
+        model = tmp_path / ("policy.pt2" if fmt == "pt2" else "policy.pt")
         result = run_main("mjrl", "export", task_name, "--run-dir", str(run_dir), "--format", fmt, "--out", str(model))
         assert result.returncode == 0, result.stderr[-2000:]
-        assert f"wrote {model} and policy.pt.json" in result.stdout
+        assert f"wrote {model} and {model.name}.json" in result.stdout
+        # torch deprecates TorchScript: said once, and torch's own warnings kept from the user
+        assert result.stdout.count("torch deprecates TorchScript") == (fmt == "torchscript")
+        assert "Warning" not in result.stderr
     env, policy, obs = real_observations(task_name, run_dir)
     # The normaliser is not the identity, so folding it in is tested.
     assert policy.actor_normalizer.count > 0 and policy.actor_normalizer.mean.abs().max() > 0.01
@@ -180,3 +187,75 @@ def test_older_sidecars_read_as_version_5():
         Sidecar.from_json(json.dumps(old | {"schema": "other/1"}))
     with pytest.raises(UsageError, match="malformed mjrl-policy/5 sidecar"):
         Sidecar.from_json(json.dumps({k: v for k, v in old.items() if k != "action_offset"}))
+
+
+def test_a_pt2_policy_runs_in_a_process_without_mjrl_as_the_eager_policy(train_once, tmp_path):
+    """`policy.pt2` (`train --export pt2`'s format) is loaded by `torch.export.load` in a process
+    that never imports mjrl, and gives the eager policy's actions within 1e-6 over 1,000
+    observations the policy visited."""
+    run_dir = train_once(QUADRUPED)
+    model = tmp_path / "policy.pt2"
+    result = run_main("mjrl", "export", QUADRUPED, "--run-dir", str(run_dir), "--format", "pt2", "--out", str(model))
+    assert result.returncode == 0, result.stderr[-2000:]
+    _, policy, obs = real_observations(QUADRUPED, run_dir, steps=125)  # 8 envs x 125 steps
+    assert obs.shape[0] == 1000
+    with torch.no_grad():
+        expected = policy.act_deterministic(obs)
+    torch.save(obs, tmp_path / "obs.pt")
+    code = (
+        "import sys, torch\n"
+        f"actions = torch.export.load({str(model)!r}).module()(torch.load({str(tmp_path / 'obs.pt')!r}))\n"
+        f"torch.save(actions, {str(tmp_path / 'actions.pt')!r})\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'mjrl'], 'mjrl was imported'\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (torch.load(tmp_path / "actions.pt") - expected).abs().max().item() <= 1e-6
+
+
+def test_play_runs_a_pt2_export_as_it_plays_the_checkpoint_and_refuses_what_it_cannot_run(train_once, tmp_path):
+    """`play --exported policy.pt2` evaluates the deployed model in the env of the checkpoint it
+    came from: the same episodes as `play` of that checkpoint (the model's actions differ from the
+    eager policy's in the last bits only). What it cannot run is one line, exit 2."""
+    run_dir = train_once(CARTPOLE)
+    model = tmp_path / "policy.pt2"
+    assert (
+        run_main(
+            "mjrl", "export", CARTPOLE, "--run-dir", str(run_dir), "--format", "pt2", "--out", str(model)
+        ).returncode
+        == 0
+    )
+    common = ("--episodes", "2", "--device", "cpu", "--env.episode-length-s", "2")
+    played = [
+        run_main("play", CARTPOLE, *source, *common)
+        for source in (("--exported", str(model)), ("--run-dir", str(run_dir)))
+    ]
+    assert [p.returncode for p in played] == [0, 0], played[0].stderr[-2000:]
+    exported, checkpoint = (last_json(p.stdout) for p in played)
+    assert exported["exported"] == str(model) and exported["iteration"] == checkpoint["iteration"]
+    assert exported["mean_return"] == pytest.approx(checkpoint["mean_return"], rel=1e-4)
+
+    onnx = run_dir / "exported" / "policy.onnx"
+    no_sidecar = tmp_path / "lone.pt2"
+    no_sidecar.write_bytes(model.read_bytes())
+    scaled = tmp_path / "scaled.pt2"
+    assert run_main("mjrl", "export", CARTPOLE, "--run-dir", str(run_dir), "--format", "pt2", "--out", str(scaled),
+                    "--scaled-actions", "True").returncode == 0  # fmt: skip
+    damaged = tmp_path / "damaged.pt2"
+    damaged.write_bytes(b"not a zip")
+    (tmp_path / "damaged.pt2.json").write_text((tmp_path / "policy.pt2.json").read_text())
+    cases = {
+        (CARTPOLE, "--exported", str(onnx)): "play runs pt2 exports",
+        (CARTPOLE, "--exported", str(no_sidecar)): "its sidecar lone.pt2.json is missing",
+        (CARTPOLE, "--exported", str(scaled)): "it outputs actuator targets",
+        (CARTPOLE, "--exported", str(damaged)): "not a readable pt2 model",
+        (CARTPOLE, "--exported", str(tmp_path / "absent.pt2")): "no such file",
+        ("Mjrl-Cartpole-Swingup", "--exported", str(model)): "exported from Mjrl-Cartpole-Balance",
+        (CARTPOLE, "--exported", str(model), "--run-dir", str(run_dir)): "drop --checkpoint and --run-dir",
+        (CARTPOLE, "--exported", str(model), "--video", str(tmp_path / "v.mp4")): "--video records a checkpoint",
+    }
+    for args, message in cases.items():
+        result = run_main("play", *args, "--episodes", "1")
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr[-500:])
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "v.mp4").exists()

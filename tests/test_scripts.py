@@ -226,3 +226,40 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
     (sac,) = lines(str(SCRIPTS / "bench_update.py"), "--algo", "sac", "--task", "Mjrl-Cartpole-Balance", "--num-envs",
                    "16", "--steps", "4", "--batch-size", "32", "--repeats", "1", "--modes", "fp32")  # fmt: skip
     assert sac["algo"] == "sac" and sac["batch_size"] == 32 and sac["updates_per_step"] == 2 and sac["host_s"] > 0
+
+
+def test_bench_seeds_trains_a_cart_pole_per_algorithm_and_tables_each_seeds_whole_time(monkeypatch, tmp_path) -> None:
+    """`bench_seeds.py` on a task judged by its evaluation return, with `--algo sac`: the run is
+    named for its algorithm, its stop is kept with the command's seconds, and the report tables
+    the seed (here short of the target: two tiny iterations)."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    from common import TINY_SAC_RUN
+
+    tiny = [*TINY_SAC_RUN[2:], "--runner.max-iterations", "2", "--runner.eval-interval", "2"]
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "bench_seeds.py"), "--task", "Mjrl-Cartpole-Balance", "--algo", "sac",
+         "--log-root", str(tmp_path), "--seeds", "1", "--poll-s", "0.2", "--", *tiny],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    (stop,) = [json.loads(line) for line in (tmp_path / "stops.jsonl").read_text().splitlines()]
+    assert stop["run"] == "seed-1-sac" and stop["finished"] and stop["elapsed_s"] > 0
+    assert len(list((tmp_path / "Mjrl-Cartpole-Balance").glob("*_seed-1-sac"))) == 1
+    report = result.stdout[result.stdout.index("**SAC, plain**") :]
+    assert f"| 1 | not met | {stop['elapsed_s']:.0f} |" in report and "0 of 1 seeds met the targets" in report
+
+
+def test_count_kernels_runs_in_its_default_mode() -> None:
+    """`count_kernels.py` without `--compile` (its default) once ended in a NameError: every
+    phase of a task is counted, the launches being the torch kernels and Warp's together."""
+    out = subprocess.run(
+        [sys.executable, str(SCRIPTS / "count_kernels.py"), "--tasks", "Mjrl-Cartpole-Balance", "--num-envs", "4",
+         "--steps", "2"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [line["phase"] for line in lines] == ["env", "env+act", "minibatch"]
+    for line in lines:
+        assert line["compile"] == "off" and line["torch_kernels"] > 0
+        assert line["launches"] == pytest.approx(line["torch_kernels"] + line["warp_launches"], abs=0.2)

@@ -1,4 +1,5 @@
-"""Export of the deterministic actor for deployment: ONNX or TorchScript, plus a JSON sidecar.
+"""Export of the deterministic actor for deployment: ONNX, pt2 (`torch.export`) or TorchScript
+(deprecated by torch), plus a JSON sidecar.
 
 The model takes raw actor observations (the normaliser is folded in) and returns the policy
 mean, or, with `scaled_actions`, the actuator targets. The sidecar tells a robot-side runtime
@@ -13,6 +14,7 @@ import dataclasses
 import json
 import logging
 import warnings
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -25,8 +27,9 @@ from mjrl.files import atomic_target, make_dirs
 from mjrl.rl.networks import DeployedActor, SquashedActor
 from mjrl.rl.policies import TrainedPolicy
 
-Format = Literal["onnx", "torchscript"]
-MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
+Format = Literal["onnx", "pt2", "torchscript"]
+MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.pt"}
+TORCHSCRIPT_NOTE = "note: torch deprecates TorchScript (torch.jit); --export pt2 (torch.export) is its successor"
 SCHEMA = "mjrl-policy/5"
 """Version 5: `action_squash`. Version 4: `reference_inputs`. Version 3: `target_feedforward`.
 Version 2: `action_scale` per action (version 1 had one number for all). Every older version is
@@ -146,9 +149,9 @@ def export_policy(
     obs_size = env.obs_dims["actor"]
     make_dirs(out.parent)
     example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph
-    writers = {"onnx": _write_onnx, "torchscript": _write_torchscript}
+    writers = {"onnx": _write_onnx, "pt2": _write_pt2, "torchscript": _write_torchscript}
     if fmt not in writers:
-        raise UsageError(f"unknown export format {fmt!r}; expected onnx or torchscript")
+        raise UsageError(f"unknown export format {fmt!r}; expected onnx, pt2 or torchscript")
     sidecar = _sidecar(env, fmt, out, obs_size, offset, scaled_actions, feedforward, source, action_squash(policy))
     if sum(t.size for t in sidecar.observation_terms) != obs_size:
         raise ValueError("observation terms do not add up to the actor's input size")
@@ -218,16 +221,19 @@ def _sidecar(
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
     """torch's exporters warn about deprecations and absent optional packages (torchvision) that
-    say nothing about this model; the user sees only mjrl's own line."""
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    say nothing about this model, and its loader logs a damaged file's error before raising it;
+    the user sees only mjrl's own line."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _write_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
@@ -245,9 +251,57 @@ def _write_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path) -> Non
         )
 
 
+def _write_pt2(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
+    # torch.export's program: `torch.export.load(path).module()` runs it in any torch process
+    # (mjrl not needed), and AOTInductor compiles it for C++ runtimes.
+    with _quiet_exporter():
+        program = torch.export.export(model, (example,), dynamic_shapes={"obs": {0: torch.export.Dim("batch")}})
+        torch.export.save(program, str(out))
+
+
 def _write_torchscript(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
     # Traced, not scripted: the forward has no data-dependent control flow, and `scaled` is a
-    # constant of the export.
+    # constant of the export. torch deprecates TorchScript: the caller says so once.
+    print(TORCHSCRIPT_NOTE)
     with _quiet_exporter():
         traced = torch.jit.trace(model, example)
         torch.jit.save(traced, str(out))
+
+
+class ExportedPolicy:
+    """A `policy.pt2` as a robot runs it, for `play --exported`: raw actor observations in, the
+    policy's actions out (an export with `--scaled-actions True` outputs actuator targets, which
+    an env does not take: refused)."""
+
+    def __init__(self, path: Path, device: torch.device) -> None:
+        self.sidecar = read_sidecar(path)
+        if self.sidecar.format != "pt2":
+            fmt = self.sidecar.format
+            raise UsageError(f"--exported {path}: play runs pt2 exports (mjrl export --format pt2), not {fmt}")
+        if self.sidecar.actions_scaled:
+            raise UsageError(f"--exported {path}: it outputs actuator targets (--scaled-actions True): export without")
+        try:
+            with _quiet_exporter():
+                self.module = torch.export.load(str(path)).module().to(device)
+        except (RuntimeError, ValueError, OSError, KeyError, zipfile.BadZipFile) as exc:  # not an export, or damaged
+            raise UsageError(f"--exported {path}: not a readable pt2 model ({type(exc).__name__})") from None
+
+    @torch.no_grad()
+    def act_deterministic(self, actor_obs: torch.Tensor) -> torch.Tensor:
+        return self.module(actor_obs)
+
+    def reset(self, dones: torch.Tensor) -> None:
+        """Nothing carried between steps."""
+
+
+def read_sidecar(model: Path) -> Sidecar:
+    """The sidecar beside an exported model (`<model>.json`), checked: one line if it is missing."""
+    path = model.with_name(model.name + ".json")
+    if not model.is_file():
+        raise UsageError(f"--exported {model}: no such file")
+    if not path.is_file():
+        raise UsageError(f"--exported {model}: its sidecar {path.name} is missing (export writes both)")
+    try:
+        return Sidecar.from_json(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UsageError(f"{path}: not a JSON sidecar") from None

@@ -45,6 +45,10 @@ class PlayConfig(Generic[EnvT]):
     zero_actions: bool = False
     """Evaluate the zero-action baseline (the action offset held: a legged robot stands in its
     home pose) on the task's default env instead of a checkpoint."""
+    exported: str = ""
+    """Evaluate an exported model (`policy.pt2`, with its sidecar beside it) instead of a
+    checkpoint: the deployed model as a robot runs it, in the env of the checkpoint it came from
+    (the task's defaults when that checkpoint is not on this machine)."""
     video: str = ""
     """Write an mp4 of the first env here instead of evaluating (headless: EGL, else OSMesa)."""
     video_seconds: float = 10.0
@@ -76,7 +80,7 @@ def evaluate(task: Task, cfg: PlayConfig, path: Path | None = None, state: dict 
     from mjrl.tools.evaluate import ZeroActions, run_episodes
     from mjrl.tools.trained import load_checkpoint_of, load_trained
 
-    if state is None and not cfg.zero_actions:
+    if state is None and not cfg.zero_actions and not cfg.exported:
         path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
     device = resolve_device(cfg.device)
     if device.type == "cpu":
@@ -85,6 +89,17 @@ def evaluate(task: Task, cfg: PlayConfig, path: Path | None = None, state: dict 
     if cfg.zero_actions:
         env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
         policy, source = ZeroActions(env.num_actions), {"checkpoint": None, "iteration": 0}
+    elif cfg.exported:
+        from mjrl.tools.export import ExportedPolicy
+
+        policy = ExportedPolicy(Path(cfg.exported), device)
+        env = VecEnv(env_cfg, task.build(env_cfg), device, seed=cfg.seed)
+        if env.obs_dims["actor"] != policy.sidecar.observation_size:
+            raise UsageError(
+                f"--exported {cfg.exported}: it reads {policy.sidecar.observation_size} observations, this env gives "
+                f"{env.obs_dims['actor']}: evaluate it in the env it was trained in"
+            )
+        source = {"exported": cfg.exported, "iteration": policy.sidecar.iteration}
     else:
         env, policy = load_trained(task, state, path, env_cfg, device, cfg.seed)
         source = {"checkpoint": str(path), "iteration": state["iteration"]}
