@@ -215,3 +215,28 @@ def test_a_student_distils_from_a_sac_teacher(tmp_path):
     assert student.returncode == 0, student.stderr[-2000:]
     metrics = json.loads(Path(last_json(student.stdout)["run_dir"], "metrics.jsonl").read_text().splitlines()[-1])
     assert math.isfinite(metrics["behavior_loss"])
+
+
+def test_play_repeats_a_sac_runs_last_evaluation(tmp_path):
+    """The periodic evaluation of the final policy (rank 0, `seed + 1_000_003`, `eval_envs`
+    episodes from a fresh env) and `play` of the checkpoint written with it, given that seed and
+    as many episodes, run the same episodes: the same mean return."""
+    from conftest import last_json, run_main
+
+    tiny = ("--device", DEVICE, "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "8")
+    sac = ("--algo", "sac", "--algorithm.batch-size", "64", "--algorithm.buffer-steps", "16")
+    trained = run_main("train", "Mjrl-Cartpole-Balance", *tiny, *sac, "--runner.max-iterations", "2",
+                       "--runner.eval-interval", "1000", "--runner.eval-envs", "4", "--env.episode-length-s", "2",
+                       "--log-root", str(tmp_path))  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    run_dir = Path(last_json(trained.stdout)["run_dir"])
+    evaluated = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    played = run_main("play", "Mjrl-Cartpole-Balance", "--run-dir", str(run_dir), "--device", DEVICE,
+                      "--episodes", "4", "--seed", str(42 + 1_000_003))  # fmt: skip
+    assert played.returncode == 0, played.stderr[-2000:]
+    result = last_json(played.stdout)
+    assert result["iteration"] == evaluated["iteration"] + 1 == 2
+    assert (
+        result["mean_return"] == evaluated["eval/mean_return"]
+        and result["mean_length"] == evaluated["eval/mean_length"]
+    )
