@@ -53,3 +53,21 @@ def test_seeds_make_a_job_array_each_task_training_its_own_seed(tmp_path) -> Non
     out = tmp_path / "job.sh"
     assert run_main("mjrl", "slurm", BALANCE, "--seeds", "1,3,5", "--out", str(out)).returncode == 0
     assert "#SBATCH --array=1,3,5" in out.read_text()
+
+
+def test_an_unlimited_job_asks_for_no_warning_and_unsafe_directive_values_are_refused(tmp_path) -> None:
+    """`--time UNLIMITED` (or INFINITE), which Slurm takes, is written as given and without the
+    time-limit warning (nothing to warn of). A value sbatch would split or misquote in an
+    `#SBATCH` line (a blank, a quote) is one line, exit 2, nothing written."""
+    text = script("--gpus-per-node", "0", "--time", "UNLIMITED")
+    directives = re.findall(r"^#SBATCH (\S+)$", text, re.M)
+    assert "--time=UNLIMITED" in directives and not [d for d in directives if d.startswith("--signal")]
+    assert "--time=infinite" in script("--gpus-per-node", "0", "--time", "infinite")
+    out = tmp_path / "job.sh"
+    for flag, value in (("--job-name", "my job"), ("--partition", "gpu'; rm -rf /"), ("--account", 'a"b'),
+                        ("--log-dir", "logs here")):  # fmt: skip
+        result = run_main("mjrl", "slurm", BALANCE, "--gpus-per-node", "0", flag, value, "--out", str(out))
+        assert result.returncode == 2 and f"{flag} {value!r}: Slurm takes letters" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+    result = run_main("mjrl", "slurm", BALANCE, "--gpus-per-node", "0", "--time", "forever")
+    assert result.returncode == 2 and "or UNLIMITED" in result.stderr

@@ -48,9 +48,9 @@ class SlurmConfig:
     cpus_per_task: int = 0
     """CPU cores for each node's ranks (Slurm's --cpus-per-task); 0: the partition's default."""
     time: str = ""
-    """Time limit (MINUTES, HH:MM:SS, DAYS-HH:MM:SS); empty: the partition's. With a limit,
-    Slurm warns the job `warn_s` seconds before it, and the job checkpoints and requeues itself,
-    so a long training runs as a chain of jobs."""
+    """Time limit (MINUTES, HH:MM:SS, DAYS-HH:MM:SS, or UNLIMITED); empty: the partition's. With
+    a limit, Slurm warns the job `warn_s` seconds before it, and the job checkpoints and requeues
+    itself, so a long training runs as a chain of jobs."""
     warn_s: int = 120
     """Seconds before the time limit at which the job checkpoints and requeues itself (Slurm
     may signal up to a minute early)."""
@@ -117,9 +117,12 @@ def check_train_args(task_name: str, train_args: list[str], seeds: bool) -> None
 
 def batch_job(task_name: str, cfg: SlurmConfig, train_args: list[str]):
     from mjrl.config import check_numbers
-    from mjrl.distributed.slurm import BatchJob, seed_indices, time_limit_seconds
+    from mjrl.distributed.slurm import BatchJob, check_directive_value, seed_indices, time_limit_seconds
 
     check_numbers(cfg)
+    for flag, value in (("--job-name", cfg.job_name), ("--partition", cfg.partition), ("--account", cfg.account),
+                        ("--log-dir", cfg.log_dir)):  # fmt: skip
+        check_directive_value(flag, value)
     if cfg.time and time_limit_seconds(cfg.time) <= cfg.warn_s:
         raise UsageError(f"--time {cfg.time} is not longer than --warn-s {cfg.warn_s}: give a longer limit")
     if cfg.seeds:

@@ -35,12 +35,23 @@ _TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
 
-def time_limit_seconds(limit: str) -> int:
-    """Seconds of a Slurm time limit; a UsageError for anything Slurm would not take."""
+UNLIMITED = ("UNLIMITED", "INFINITE")
+"""Slurm's words for no time limit (a job without one is never warned, so never requeues itself)."""
+
+
+def unlimited(limit: str) -> bool:
+    return limit.strip().upper() in UNLIMITED
+
+
+def time_limit_seconds(limit: str) -> float:
+    """Seconds of a Slurm time limit (infinite for UNLIMITED or INFINITE); a UsageError for
+    anything Slurm would not take."""
+    if unlimited(limit):
+        return float("inf")
     match = _TIME.match(limit.strip())
     if not match:
         raise UsageError(
-            f"--time {limit!r}: not a Slurm time limit; give MINUTES, HH:MM:SS or DAYS-HH:MM:SS "
+            f"--time {limit!r}: not a Slurm time limit; give MINUTES, HH:MM:SS, DAYS-HH:MM:SS or UNLIMITED "
             "(e.g. 90, 12:00:00, 2-00:00:00)"
         )
     days, hours, minutes, seconds, *plain = match.groups()
@@ -53,6 +64,20 @@ def time_limit_seconds(limit: str) -> int:
     if total <= 0:
         raise UsageError(f"--time {limit!r}: a time limit must be more than 0")
     return total
+
+
+_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9._,:%/@+=-]+$")
+
+
+def check_directive_value(flag: str, value: str) -> None:
+    """A value written into an `#SBATCH` line: sbatch splits those lines at blanks and reads
+    quotes its own way, so a value with a blank, a quote or a shell character is refused here
+    rather than misread by sbatch after the job is written."""
+    if value and not _DIRECTIVE_VALUE.match(value):
+        raise UsageError(
+            f"{flag} {value!r}: Slurm takes letters, digits and . _ - , : % / @ + = here, without blanks "
+            "or quotes; rename it"
+        )
 
 
 def seed_indices(seeds: str) -> list[int]:
@@ -98,7 +123,8 @@ def batch_script(job: BatchJob, command_line: str) -> str:
         "--ntasks-per-node=1",
         *([f"--gpus-per-node={job.gpus_per_node}"] if job.gpus_per_node else []),
         *([f"--cpus-per-task={job.cpus_per_task}"] if job.cpus_per_task else []),
-        *([f"--time={job.time}", f"--signal=B:USR1@{job.warn_s}"] if job.time else []),
+        *([f"--time={job.time}"] if job.time else []),
+        *([f"--signal=B:USR1@{job.warn_s}"] if job.time and not unlimited(job.time) else []),
         *([f"--partition={job.partition}"] if job.partition else []),
         *([f"--account={job.account}"] if job.account else []),
         *([f"--array={job.seeds}"] if job.seeds else []),
