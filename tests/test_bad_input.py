@@ -155,6 +155,11 @@ CASES = {
                                    "--nnodes is set by the batch script from --nodes"),
     "slurm-bad-train-flag": (["mjrl", "slurm", BALANCE, "--env.num-envs", "0", "--out", "{out}/job.sh"],
                              "--env.num-envs"),
+    "slurm-out-under-a-file": (["mjrl", "slurm", BALANCE, "--out", "{root}/garbage.pt/job.sh"], "garbage.pt"),
+    "slurm-out-a-folder": (["mjrl", "slurm", BALANCE, "--out", "{out}"], "Is a directory"),
+    # --plugins: module names, not paths
+    "plugins-a-file-path": (["train", BALANCE, "--plugins", "./my_tasks.py"], "give the module's name (my_tasks)"),
+    "plugins-not-a-name": (["train", BALANCE, "--plugins", "my-tasks"], "not a module name"),
 }  # fmt: skip
 
 

@@ -71,3 +71,7 @@ def test_an_unlimited_job_asks_for_no_warning_and_unsafe_directive_values_are_re
         assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
     result = run_main("mjrl", "slurm", BALANCE, "--gpus-per-node", "0", "--time", "forever")
     assert result.returncode == 2 and "or UNLIMITED" in result.stderr
+    # --out makes its missing folders, as every other --out does
+    deep = tmp_path / "jobs" / "balance" / "job.sh"
+    assert run_main("mjrl", "slurm", BALANCE, "--gpus-per-node", "0", "--out", str(deep)).returncode == 0
+    assert deep.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from pathlib import Path
 
 from mjrl.errors import UsageError
 
@@ -35,6 +36,15 @@ def import_plugins(names: Iterable[str]) -> None:
     """Import each module (once); a module that is not there is a usage error, one that fails
     inside keeps its traceback (it is the plugin's own error)."""
     for name in names:
+        # A path (`./my_tasks.py`) where a module name belongs: importlib's own error is a
+        # TypeError about relative imports.
+        if name.endswith(".py") or "/" in name or "\\" in name:
+            raise UsageError(
+                f"{FLAG} {name}: give the module's name ({Path(name).stem}), with its folder on PYTHONPATH, "
+                "not a file path"
+            )
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise UsageError(f"{FLAG} {name}: not a module name (names of letters, digits and _, joined by dots)")
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:

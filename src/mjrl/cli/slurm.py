@@ -172,7 +172,7 @@ def submit(script: str, cfg: SlurmConfig, job_name: str) -> str:
 
 def _slurm(argv: list[str]) -> int:
     from mjrl.distributed.slurm import batch_script
-    from mjrl.files import write_text
+    from mjrl.files import make_dirs, prepare_output_file, write_text
 
     args = list(argv)
     task = pop_task(args, USAGE)
@@ -180,9 +180,12 @@ def _slurm(argv: list[str]) -> int:
         return 0 if args else 2
     mine, train_args = split_args(args)
     cfg = parse_flags(SlurmConfig, SlurmConfig(), mine, "mjrl slurm", SlurmConfig.__doc__ or "")
+    if cfg.out:  # like every other --out: before any work, one line if it cannot be written
+        prepare_output_file(Path(cfg.out))
     job = batch_job(task.name, cfg, train_args)
     script = batch_script(job, shlex.join(["mjrl", "slurm", *argv]))
     if cfg.out:
+        make_dirs(Path(cfg.out).parent)  # as every --out: its missing folders are made
         write_text(Path(cfg.out), script)
     if cfg.submit:
         job_id = submit(script, cfg, job.job_name)
