@@ -149,6 +149,11 @@ def bad_csvs(tmp_path: Path) -> dict[str, tuple[Path, tuple[str, ...], str]]:
     empty.write_text("")
     words = tmp_path / "words.csv"
     words.write_text(lines[0] + "\nnot,numbers\n")
+    degrees = qpos.copy()
+    degrees[:, 7:] = np.rad2deg(degrees[:, 7:])
+    in_degrees = write_csv(tmp_path / "degrees.csv", degrees)
+    two_rows = write_csv(tmp_path / "two_rows.csv", qpos[:2])
+    names = ",".join(["left_hip_pitch_joint"] * 2)
     return {
         "columns": (short, ("--fps", "50"), "has 29 columns"),
         "joint": (good, ("--fps", "50", "--joints", "no_such_joint"), "no joint 'no_such_joint'"),
@@ -157,10 +162,18 @@ def bad_csvs(tmp_path: Path) -> dict[str, tuple[Path, tuple[str, ...], str]]:
         "empty": (empty, ("--fps", "50"), "has no rows"),
         "words": (words, ("--fps", "50"), "not a row of numbers"),
         "missing": (tmp_path / "nope.csv", ("--fps", "50"), "does not exist"),
+        "joint-twice": (good, ("--fps", "50", "--joints", *names.split(",")), "names 'left_hip_pitch_joint' twice"),
+        "degrees": (in_degrees, ("--fps", "50"), "the column looks like degrees: give radians"),
+        # two rows at 50 fps last 0.02 s: under two frames at 10 fps (np.gradient's traceback before)
+        "too-short": (two_rows, ("--fps", "50", "--out-fps", "10"), "under two frames at --out-fps 10"),
     }
 
 
-@pytest.mark.parametrize("case", ["columns", "joint", "nonfinite", "rate", "empty", "words", "missing"])
+CONVERT_CASES = ["columns", "joint", "nonfinite", "rate", "empty", "words", "missing", "joint-twice", "degrees",
+                 "too-short"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CONVERT_CASES)
 def test_bad_input_to_convert_gets_one_line_and_no_file(tmp_path, case):
     csv, flags, message = bad_csvs(tmp_path)[case]
     out = tmp_path / "out.npz"
@@ -171,11 +184,35 @@ def test_bad_input_to_convert_gets_one_line_and_no_file(tmp_path, case):
 
 
 def test_info_refuses_what_is_not_a_motion(tmp_path):
+    """Each one line, exit 2: another NPZ, a missing file, a lone NumPy array, an empty file, a
+    folder, an archive cut short, and an mjrl motion whose body quaternions are not unit (the
+    tracking task would train on orientations no body can take)."""
     other = tmp_path / "other.npz"
     np.savez(other, x=np.zeros(3))
-    for path, message in ((other, "not an mjrl motion file"), (tmp_path / "none.npz", "does not exist")):
+    np.save(tmp_path / "array.npy", np.zeros(3))
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "folder.npz").mkdir()
+    shipped = robot_file("mjrl:motions/humanoid_walk.npz")
+    (tmp_path / "cut.npz").write_bytes(shipped.read_bytes()[:3000])
+    with np.load(shipped) as data:
+        arrays = {key: data[key] for key in data.files}
+    arrays["body_quat"] = arrays["body_quat"] * 1.5
+    np.savez(tmp_path / "scaled.npz", **arrays)
+    cases = {
+        other: "not an mjrl motion file",
+        tmp_path / "none.npz": "does not exist",
+        tmp_path / "array.npy": "one NumPy array, not an mjrl motion file",
+        tmp_path / "empty.npz": "is empty",
+        tmp_path / "folder.npz": "is a directory",
+        tmp_path / "cut.npz": "not a readable motion file",
+        tmp_path / "scaled.npz": "has norm 1.5, not 1",
+    }
+    for path, message in cases.items():
         result = run_main("mjrl", "motion", "info", str(path))
-        assert result.returncode == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
+        assert result.returncode == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1, (
+            path.name,
+            result.stderr,
+        )
 
 
 def test_the_shipped_motions_fit_the_humanoid_and_the_squat_moves_what_walking_does_not():

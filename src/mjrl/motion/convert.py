@@ -56,6 +56,8 @@ def csv_to_motion(
     if quat_order not in ("xyzw", "wxyz"):
         raise UsageError(f"--quat-order {quat_order!r}: give xyzw or wxyz")
     order = joints or kinematics.joint_names
+    if twice := sorted({name for name in order if order.count(name) > 1}):
+        raise UsageError(f"--joints names {twice[0]!r} twice; name each of the CSV's joint columns once")
     if unknown := [name for name in order if name not in kinematics.joint_names]:
         raise UsageError(
             f"--joints: {kinematics.robot} has no joint {unknown[0]!r}; it has {', '.join(kinematics.joint_names)}"
@@ -70,6 +72,13 @@ def csv_to_motion(
         )
     if rows.shape[0] < 2:
         raise UsageError(f"{path} has one frame; a motion needs at least 2")
+    duration = (rows.shape[0] - 1) / fps
+    if duration * out_fps < 1 - 1e-9:
+        raise UsageError(
+            f"{path}: {rows.shape[0]} rows at {fps:g} fps last {duration:.3g} s, under two frames at --out-fps "
+            f"{out_fps:g}; give a longer clip"
+        )
+    check_joint_ranges(path, kinematics, order, rows[:, root:])
     joint_pos = np.tile(kinematics.home_qpos[kinematics.joint_qpos], (rows.shape[0], 1))
     joint_pos[:, [kinematics.joint_names.index(name) for name in order]] = rows[:, root:]
     root_pos = root_quat = None
@@ -80,6 +89,34 @@ def csv_to_motion(
             raise UsageError(f"{path}: a root quaternion is zero; check the columns and --quat-order")
     qpos = kinematics.qpos(root_pos, root_quat, joint_pos)
     return kinematics.motion(resample_qpos(qpos, fps, out_fps, kinematics.free_qpos), out_fps)
+
+
+RANGE_MARGIN = 0.2
+"""How far (rad, or m for a slide joint) a CSV's joint may go beyond the joint's range in the
+robot's MJCF before the conversion is refused: retargeting overshoots a little; a CSV in degrees
+overshoots by far."""
+
+
+def check_joint_ranges(path: Path, kinematics: RobotKinematics, order: tuple[str, ...], angles: np.ndarray) -> None:
+    """A UsageError for the first joint column outside its limited joint's range by more than
+    `RANGE_MARGIN` (a hint about degrees when the values would fit in radians)."""
+    m = kinematics.model
+    for column, name in enumerate(order):
+        joint = m.joint(name).id
+        if not m.jnt_limited[joint]:
+            continue
+        low, high = m.jnt_range[joint]
+        values = angles[:, column]
+        outside = (values < low - RANGE_MARGIN) | (values > high + RANGE_MARGIN)
+        if outside.any():
+            row = int(np.argmax(outside))
+            in_radians = np.deg2rad(values)
+            degrees = ((in_radians >= low - RANGE_MARGIN) & (in_radians <= high + RANGE_MARGIN)).all()
+            hint = "; the column looks like degrees: give radians" if degrees else ""
+            raise UsageError(
+                f"{path}: joint {name} is {values[row]:.4g} in row {row + 1} of numbers, outside its range "
+                f"[{low:.3g}, {high:.3g}] by more than {RANGE_MARGIN}{hint}"
+            )
 
 
 def motion_to_csv(motion: Motion, kinematics: RobotKinematics, path: Path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +84,20 @@ class Motion:
             if not np.isfinite(value).all():
                 frame = int(np.argwhere(~np.isfinite(value))[0][0])
                 raise UsageError(f"{source}: {key} is not finite at frame {frame}")
+        # Orientations are unit quaternions: a scaled one would train the tracking task on
+        # orientations no body can take.
+        norms = np.linalg.norm(self.body_quat, axis=-1)
+        if bodies and np.abs(norms - 1.0).max() > QUAT_NORM_TOLERANCE:
+            frame, body = (int(i) for i in np.argwhere(np.abs(norms - 1.0) > QUAT_NORM_TOLERANCE)[0])
+            raise UsageError(
+                f"{source}: body_quat of {self.body_names[body]} at frame {frame} has norm {norms[frame, body]:.4g}, "
+                "not 1; body orientations must be unit quaternions (w, x, y, z)"
+            )
         return self
+
+
+QUAT_NORM_TOLERANCE = 1e-3
+"""How far from 1 a body quaternion's norm may be (float32 rounding is about 1e-7)."""
 
 
 def save_motion(motion: Motion, path: Path) -> None:
@@ -114,10 +128,14 @@ def load_motion(name: str | os.PathLike) -> Motion:
     """Read and check a motion file (`motion_file` names); a missing, unreadable or malformed one
     is a UsageError."""
     path = motion_file(name)
+    if path.is_dir():
+        raise UsageError(f"motion file {path} is a directory; give an .npz file made by mjrl motion convert")
     if not path.is_file():
         raise UsageError(f"motion file {path} does not exist")
+    if path.stat().st_size == 0:
+        raise UsageError(f"motion file {path} is empty; make it again with mjrl motion convert")
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with _npz(path) as data:
             missing = [k for k in ("format", "fps", "robot", "joint_names", "body_names", *ARRAYS) if k not in data]
             if missing:
                 raise UsageError(
@@ -133,6 +151,17 @@ def load_motion(name: str | os.PathLike) -> Motion:
                 body_names=tuple(str(n) for n in data["body_names"]),
                 **fields,
             )
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise UsageError(f"{path}: not a readable motion file ({exc})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:  # damaged on disk
+        raise UsageError(f"{path}: not a readable motion file ({type(exc).__name__}: {exc})") from None
     return motion.validate(str(path))
+
+
+def _npz(path: Path) -> np.lib.npyio.NpzFile:
+    """The archive at `path`; a UsageError for a file NumPy reads as something else (an .npy
+    array, a pickle refused)."""
+    data = np.load(path, allow_pickle=False)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise UsageError(
+            f"{path}: one NumPy array, not an mjrl motion file (an .npz archive); make one with mjrl motion convert"
+        )
+    return data
