@@ -157,6 +157,9 @@ CASES = {
                              "--env.num-envs"),
     "slurm-out-under-a-file": (["mjrl", "slurm", BALANCE, "--out", "{root}/garbage.pt/job.sh"], "garbage.pt"),
     "slurm-out-a-folder": (["mjrl", "slurm", BALANCE, "--out", "{out}"], "Is a directory"),
+    # mjrl motion record: the env's flags checked as play checks them (a ZeroDivisionError before)
+    "record-bad-env-flag": (["mjrl", "motion", "record", BALANCE, "--run-dir", "{balance}", "--out", "{out}/m.npz",
+                             "--env.sim.decimation", "0"], "--env.sim.decimation must be at least 1"),
     # --plugins: module names, not paths
     "plugins-a-file-path": (["train", BALANCE, "--plugins", "./my_tasks.py"], "give the module's name (my_tasks)"),
     "plugins-not-a-name": (["train", BALANCE, "--plugins", "my-tasks"], "not a module name"),

@@ -114,6 +114,9 @@ def _record(args: list[str]) -> int:
     prog = f"mjrl motion record {task.name}"
     default = RecordConfig(env=trained_env_config(task, state))
     cfg = parse_flags(RecordConfig[type(task.env_cfg)], default, args, prog, RecordConfig.__doc__ or "")
+    from mjrl.config import check_numbers
+
+    check_numbers(cfg)  # the env's flags as play and train check them
     if not 0 < cfg.seconds <= 3600:
         raise UsageError(f"--seconds {cfg.seconds:g}: give a length in (0, 3600]")
     out = _output(cfg.out)
