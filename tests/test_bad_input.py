@@ -155,6 +155,10 @@ CASES = {
                                    "--nnodes is set by the batch script from --nodes"),
     "slurm-bad-train-flag": (["mjrl", "slurm", BALANCE, "--env.num-envs", "0", "--out", "{out}/job.sh"],
                              "--env.num-envs"),
+    "slurm-more-ranks-than-gpus": (["mjrl", "slurm", BALANCE, "--gpus-per-node", "2", "--ranks-per-node", "4",
+                                    "--out", "{out}/job.sh"], "is more than --gpus-per-node 2"),
+    "slurm-task-that-cannot-be-built": (["mjrl", "slurm", "Mjrl-Tracking-Flat-Humanoid", "--env.motion.files",
+                                         "{root}/none.npz", "--out", "{out}/job.sh"], "none.npz does not exist"),
     "slurm-out-under-a-file": (["mjrl", "slurm", BALANCE, "--out", "{root}/garbage.pt/job.sh"], "garbage.pt"),
     "slurm-out-a-folder": (["mjrl", "slurm", BALANCE, "--out", "{out}"], "Is a directory"),
     # mjrl motion record: the env's flags checked as play checks them (a ZeroDivisionError before)

@@ -112,7 +112,11 @@ def check_train_args(task_name: str, train_args: list[str], seeds: bool) -> None
         name = arg.split("=", 1)[0]
         if name in reserved:
             raise UsageError(f"{name} is set by the batch script from {reserved[name]}; drop it")
-    validate(parse_train_args([task_name, *train_args])[1])
+    task, cfg = parse_train_args([task_name, *train_args])
+    validate(cfg)
+    # What the task checks as it assembles its terms (its MJCF, a tracking task's motion files),
+    # here rather than on the cluster after the job has queued; nothing is simulated.
+    task.build(cfg.env)
 
 
 def batch_job(task_name: str, cfg: SlurmConfig, train_args: list[str]):
@@ -120,6 +124,11 @@ def batch_job(task_name: str, cfg: SlurmConfig, train_args: list[str]):
     from mjrl.distributed.slurm import BatchJob, check_directive_value, seed_indices, time_limit_seconds
 
     check_numbers(cfg)
+    if cfg.gpus_per_node and cfg.ranks_per_node > cfg.gpus_per_node:
+        raise UsageError(
+            f"--ranks-per-node {cfg.ranks_per_node} is more than --gpus-per-node {cfg.gpus_per_node}: a GPU takes one "
+            "rank; give at most as many ranks as GPUs"
+        )
     for flag, value in (("--job-name", cfg.job_name), ("--partition", cfg.partition), ("--account", cfg.account),
                         ("--log-dir", cfg.log_dir)):  # fmt: skip
         check_directive_value(flag, value)
