@@ -1,10 +1,9 @@
-"""Command-line entry points: train, play, mjrl."""
+"""Command-line entry points: train, play, mjrl.
 
-import os
-
-# On the CPU the PPO update runs on several threads while the rollout runs on one (see
-# runner.Runner). OpenMP's default is to spin while its threads wait; when another process holds
-# a core (a second rank, a test run) the spinning threads steal it: measured here, 2 threads
-# took 3.4 s for an update that 1 thread did in 2.9 s, and 2.25 s with passive waiting. This
-# must be set before torch loads its OpenMP runtime; an explicit setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+OpenMP keeps libgomp's default waiting (spin a little, then sleep). Until 2026-11-28 the
+commands set `OMP_WAIT_POLICY=PASSIVE`, measured once against another process holding a core;
+on a quiet 2-core machine it slowed every update: Balance's PPO update 0.18 s -> 0.10 s per
+iteration without it, the quadruped's 1.04 s -> 0.79 s, SAC's Balance update 1.42 s -> 0.55 s
+(docs/benchmarks.md, "OpenMP's waiting"). Several ranks on one machine run one torch thread
+each, so nothing spins against them; an explicit `OMP_WAIT_POLICY` in the environment still wins.
+"""
