@@ -206,7 +206,7 @@ def test_replayed_iterations_feed_the_watchdog_and_a_stall_among_them_is_still_c
     from conftest import last_json, read_jsonl, run_cli
 
     env = {"PYTHONPATH": str(Path(__file__).parent)}
-    calm = run_cli("train", *REPLAYED_RUN, "--runner.max-iterations", "20", "--log-root", str(tmp_path / "calm"),
+    calm = run_cli("train", *REPLAYED_RUN, "--runner.max-iterations", "50", "--log-root", str(tmp_path / "calm"),
                    env=env)  # fmt: skip
     assert calm.returncode == 0, calm.stderr[-3000:]
     metrics = read_jsonl(Path(last_json(calm.stdout)["run_dir"]) / "metrics.jsonl")
