@@ -176,16 +176,23 @@ def toy_ppo(symmetry: SymmetryConfig, num_envs: int, seed: int = 0) -> PPO:
     return ppo
 
 
+def toy_step(algorithm: PPO | SAC, num_envs: int, g: torch.Generator) -> torch.Tensor:
+    """One step of the toy problem from states whose lateral coordinate is always positive,
+    given to `algorithm`; returns the observations."""
+    obs = torch.rand(num_envs, 2, generator=g) + torch.tensor([0.0, 0.5])
+    actions = algorithm.act({"actor": obs, "critic": obs})
+    rewards = -((actions[:, 0] + obs[:, 1]) ** 2)  # steer against the lateral offset
+    done = torch.zeros_like(rewards, dtype=torch.bool)
+    groups = {"actor": obs, "critic": obs}
+    algorithm.process_env_step(Transition(groups, actions, rewards, done, done, groups, groups))
+    return obs
+
+
 def toy_rollout(ppo: PPO, seed: int) -> None:
-    """Fill the buffer from states whose lateral coordinate is always positive."""
+    """Fill the buffer with toy steps."""
     g = torch.Generator().manual_seed(seed)
     for _ in range(6):
-        obs = torch.rand(ppo.storage.actions.shape[1], 2, generator=g) + torch.tensor([0.0, 0.5])
-        actions = ppo.act({"actor": obs, "critic": obs})
-        rewards = -((actions[:, 0] + obs[:, 1]) ** 2)  # steer against the lateral offset
-        done = torch.zeros_like(rewards, dtype=torch.bool)
-        groups = {"actor": obs, "critic": obs}
-        ppo.process_env_step(Transition(groups, actions, rewards, done, done, groups, groups))
+        obs = toy_step(ppo, ppo.storage.actions.shape[1], g)
     ppo.compute_returns({"critic": obs})
 
 
@@ -211,13 +218,13 @@ def test_augmentation_trains_on_each_sample_and_its_mirror_image_with_the_origin
     assert not torch.equal(augmented.policy.log_std, torch.full_like(augmented.policy.log_std, math.log(0.5)))
 
 
-def symmetry_error(ppo: PPO) -> float:
+def symmetry_error(algorithm: PPO | SAC) -> float:
     """How far the policy's mean on mirrored observations is from the mirrored mean, over the
     states the rollouts visit."""
     obs = torch.rand(256, 2, generator=torch.Generator().manual_seed(9)) + torch.tensor([0.0, 0.5])
     with torch.no_grad():
-        mean = ppo.policy.act_deterministic(obs)
-        mirrored = ppo.policy.act_deterministic(TOY_MIRRORS["actor"](obs))
+        mean = algorithm.policy.act_deterministic(obs)
+        mirrored = algorithm.policy.act_deterministic(TOY_MIRRORS["actor"](obs))
     return float(((mirrored - TOY_MIRRORS["actions"](mean)) ** 2).mean())
 
 
@@ -331,15 +338,10 @@ def toy_sac(symmetry: SymmetryConfig, num_envs: int = 16, seed: int = 0) -> SAC:
 
 
 def toy_sac_steps(sac: SAC, seed: int, steps: int = 6) -> None:
-    """Steps of the toy problem (the lateral coordinate always positive), an update after each."""
+    """Toy steps, an update after each."""
     g = torch.Generator().manual_seed(seed)
     for _ in range(steps):
-        obs = torch.rand(sac.num_envs, 2, generator=g) + torch.tensor([0.0, 0.5])
-        actions = sac.act({"actor": obs, "critic": obs})
-        rewards = -((actions[:, 0] + obs[:, 1]) ** 2)  # steer against the lateral offset
-        done = torch.zeros_like(rewards, dtype=torch.bool)
-        groups = {"actor": obs, "critic": obs}
-        sac.process_env_step(Transition(groups, actions, rewards, done, done, groups, groups))
+        toy_step(sac, sac.num_envs, g)
         sac.update()
 
 
@@ -361,14 +363,6 @@ def test_sac_augmentation_follows_each_window_with_its_mirror_image_and_the_same
     assert (doubled["actor"][8:, 1] < 0).all()  # the images sit where no robot went
 
 
-def sac_symmetry_error(sac: SAC) -> float:
-    obs = torch.rand(256, 2, generator=torch.Generator().manual_seed(9)) + torch.tensor([0.0, 0.5])
-    with torch.no_grad():
-        mean = sac.policy.act_deterministic(obs)
-        mirrored = sac.policy.act_deterministic(TOY_MIRRORS["actor"](obs))
-    return float(((mirrored - TOY_MIRRORS["actions"](mean)) ** 2).mean())
-
-
 def test_sacs_mirror_loss_makes_its_actor_symmetric_and_is_logged():
     """With the mirror loss (alone, or beside augmentation) the actor's mean on mirrored states
     becomes the mirror image of its mean; without, it does not; only the former log the loss."""
@@ -381,8 +375,8 @@ def test_sacs_mirror_loss_makes_its_actor_symmetric_and_is_logged():
             toy_sac_steps(sac, seed=100 + iteration)
         metrics = sac.update_metrics({k: float(v) for k, v in {**sac.update(), **sac.log_values()}.items()})
         logged[name] = metrics.get("symmetry_loss")
-    unconstrained = sac_symmetry_error(runs["none"])
+    unconstrained = symmetry_error(runs["none"])
     assert logged["none"] is None
     for name in ("loss", "loss and augmentation"):
-        assert sac_symmetry_error(runs[name]) < 0.1 * unconstrained, name
+        assert symmetry_error(runs[name]) < 0.1 * unconstrained, name
         assert 0 < logged[name] < 0.1 * unconstrained, name
