@@ -28,14 +28,19 @@ WARM_UP = 1
 
 
 def _pin_xdist_worker() -> None:
-    """Under pytest-xdist (`gpu_checks.sh tests`: -n 8 on a 16-core GPU machine) each worker runs
-    on its own share of the CPUs. A CPU run's update takes every core its process may use, so
-    eight workers each taking all sixteen ran two CPU tests past their 240 s timeout there
-    (H100, 2026-11-27); the runs follow the affinity set here."""
+    """Under pytest-xdist with at least two CPUs per worker (`gpu_checks.sh tests`: -n 8 on a
+    16-core GPU machine) each worker runs on its own share of the CPUs. A CPU run's update takes
+    every core its process may use, so eight workers each taking all sixteen ran two CPU tests
+    past their 240 s timeout there (H100, 2026-11-27); the runs follow the affinity set here.
+    With one CPU per worker (`scripts/test.sh`: 2 workers on 2 cores) nothing is pinned: a
+    2-rank test then gets both cores whenever the other worker waits, and pinning made the
+    suite 843 s instead of 763 s (cold caches, Intel Xeon, 2026-11-28)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if not worker or not count or not hasattr(os, "sched_setaffinity"):
         return
     cpus, n, i = sorted(os.sched_getaffinity(0)), int(count), int(worker.removeprefix("gw"))
+    if len(cpus) < 2 * n:
+        return
     share = cpus[i * len(cpus) // n : (i + 1) * len(cpus) // n] or [cpus[i % len(cpus)]]
     os.sched_setaffinity(0, share)
 
@@ -174,3 +179,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if path and report.failed and "PYTEST_XDIST_WORKER" not in os.environ:
         with open(path, "a") as out:
             out.write(f"{report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With pytest-xdist's workers (`-n`), every process the tests start waits passively in
+    OpenMP (`OMP_WAIT_POLICY=PASSIVE`, inherited by the workers, started after this, and by
+    their runs). Two workers on two cores each run torch with two threads: libgomp's default
+    spinning then burns the core the other worker needs. Unpinned with spinning the suite took
+    1157 s and a watchdog saw a rank stall; passive, 763 s (cold caches, Intel Xeon, 2026-11-28).
+    An explicit `OMP_WAIT_POLICY` wins."""
+    if getattr(config.option, "numprocesses", None):
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `heavy` (the multi-process and compiling ones, each 25 s or more under two
+    workers) start first, so that two workers do not end with one of them running a long test
+    alone. The order within each kind is kept."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)

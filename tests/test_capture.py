@@ -191,6 +191,7 @@ def test_an_off_policy_learner_replayed_as_graphs_logs_what_it_logs_eagerly(tmp_
     assert runs[True] == runs[False]
 
 
+@pytest.mark.heavy
 def test_compiled_code_runs_compiled_inside_the_emulated_capture(tmp_path):
     """`--runner.compile all` inside the emulated graphs, as inside real ones: each inductor
     graph (the env's step terms, the policy's act, PPO's losses and their backward) is recorded

@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -120,6 +121,7 @@ def _process(index: int, port: int, out: str) -> None:
     (Path(out) / f"{index}.json").write_text(json.dumps(results))
 
 
+@pytest.mark.heavy
 def test_collectives_captured_in_the_loops_graphs_replay_as_the_eager_ones(tmp_path):
     mp.spawn(_process, args=(free_port(), str(tmp_path)), nprocs=3, join=True)
     rank0, rank1, alone = (json.loads((tmp_path / f"{i}.json").read_text()) for i in range(3))

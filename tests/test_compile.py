@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 import torch._dynamo.utils
 from conftest import DEVICE
@@ -50,6 +51,7 @@ def assert_same_physics(compiled: torch.Tensor, eager: torch.Tensor) -> None:
         assert torch.equal(compiled, eager)
 
 
+@pytest.mark.heavy
 def test_a_compiled_rollout_and_update_match_the_eager_ones_through_falls_and_resets() -> None:
     (eager_env, eager), (env, compiled) = learner("off"), learner("all")
     torch._dynamo.utils.counters.clear()

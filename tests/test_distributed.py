@@ -242,6 +242,7 @@ def test_launcher_rejects_more_processes_than_gpus(log_root):
     assert not log_root.exists()
 
 
+@pytest.mark.heavy
 def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_path):
     """2 ranks x 128 envs against 1 rank x 256 envs, same seed, 40 iterations.
 

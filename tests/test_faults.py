@@ -207,6 +207,7 @@ def assert_complete_history(run_dir: Path, iterations: int, ranks: int = 2) -> N
     assert [m["env_steps"] for m in metrics] == [(WARM_UP + i + 1) * ranks * 16 * 16 for i in range(iterations)]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("launcher", ["builtin", "torchrun"])
 def test_elastic_restart_resumes_from_the_newest_checkpoint(log_root, launcher):
     args = [*BASE, "--runner.max-iterations", "6", "--runner.save-interval", "2", "--fault", "kill@1:3"]

@@ -9,6 +9,7 @@ import concurrent.futures
 import json
 from pathlib import Path
 
+import pytest
 from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
 
 TASK = "Mjrl-Cartpole-Balance"
@@ -59,6 +60,7 @@ def test_a_metrics_line_that_cannot_be_written_is_cut_back_to_the_last_whole_lin
     assert [row["iteration"] for row in read_jsonl(metrics)] == [0, 1, 2]
 
 
+@pytest.mark.heavy
 def test_exports_plots_and_videos_that_cannot_be_written_leave_nothing(log_root, tmp_path):
     run_dir = start_run(log_root)
     out = tmp_path / "out"

@@ -272,6 +272,7 @@ def test_an_episode_reports_how_far_its_base_ended_from_where_it_began():
 # ------------------------------------------------------------------------------- training
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_two_iterations_through_the_cli(log_root, ranks):
     run = run_cli if ranks > 1 else run_main  # one rank in-process; two through the launcher

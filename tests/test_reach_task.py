@@ -19,6 +19,7 @@ from mjrl.errors import UsageError
 ITERATIONS = 150  # 230k env steps: about 20 s on this project's 2-core CPU
 
 
+@pytest.mark.heavy
 def test_ppo_teaches_a_fixed_base_arm_to_reach_its_targets(tmp_path):
     result = run_main("train", "Test-Reach-Arm", "--device", "cpu", "--logger", "none", "--runner.max-iterations",
                       str(ITERATIONS), "--log-root", str(tmp_path))  # fmt: skip

@@ -92,6 +92,7 @@ def test_config_round_trip_of_a_single_process_run(log_root, tmp_path):
     assert yaml.safe_load((again / "config.yaml").read_text()) == saved
 
 
+@pytest.mark.heavy
 def test_config_round_trip_of_a_launcher_run(log_root):
     """The built-in launcher hands its workers `distributed: true, nproc_per_node: 0`; the run
     must record what the user gave, which starts the launcher again."""

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import onnxruntime
+import pytest
 import torch
 from capture import EmulatedGraph
 from conftest import DEVICE
@@ -183,6 +184,7 @@ def test_a_resume_restores_everything_sac_learns_with_and_its_update_replays_as_
     assert learned(graphed) == learned(eager)
 
 
+@pytest.mark.heavy
 def test_a_compiled_sac_update_equals_the_eager_one_within_rounding(tmp_path):
     """`--runner.compile update` fuses the critics' and the actor's losses: two twins fill their
     rings alike, then update, one compiled: the same weights within 1e-5 (fused arithmetic

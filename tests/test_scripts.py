@@ -184,6 +184,7 @@ TINY_GPU_PHASES = {"LOOP_DEVICE": "cpu", "LOOP_GRAPHS": "off", "LOOP_ENVS": "16"
                    "SAC_FLAGS": "--algorithm.batch-size 64 --env.episode-length-s 1 --runner.eval-envs 2"}  # fmt: skip
 
 
+@pytest.mark.heavy
 def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) -> None:
     """Both benchmarks' default modes, tiny, on the CPU (issue 59), `bench_train` through the
     `loop`, `collectives` and `sac` phases of `gpu_checks.sh`, which keep every JSON line, tagged with

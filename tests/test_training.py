@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from conftest import WARM_UP, last_json, read_jsonl, run_cli, run_main
@@ -189,6 +190,7 @@ def wandb_records(path: Path) -> tuple[list[dict], dict[str, str]]:
     return rows, axes
 
 
+@pytest.mark.heavy
 def test_tensorboard_and_offline_wandb_tracking(log_root):
     tb = train(log_root, "--runner.max-iterations", "2", "--logger", "tensorboard", "--run-name", "tb")
     events = list((Path(tb["run_dir"]) / "tensorboard").glob("events.out.tfevents.*"))

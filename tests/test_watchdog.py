@@ -196,6 +196,7 @@ REPLAYED_RUN = ("Mjrl-Cartpole-Balance", "--device", "cpu", "--plugins", "emulat
                 "--max-restarts", "0")  # fmt: skip
 
 
+@pytest.mark.heavy
 def test_replayed_iterations_feed_the_watchdog_and_a_stall_among_them_is_still_caught(tmp_path):
     """Under the launcher, with the loop replayed as graphs (emulated: `emulated_graphs.py`)
     and no evaluation, no Python of the rollout runs in a replayed iteration, its heartbeats

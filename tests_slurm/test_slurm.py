@@ -128,6 +128,32 @@ def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(
     assert "no rendezvous" not in log  # they had met: a lost store is no bad input
 
 
+def test_losing_the_node_that_serves_the_rendezvous_store_is_named(tmp_path: Path) -> None:
+    """Node 0 (node1, the first of the allocation) serves the rendezvous store that the other
+    node's launcher and its ranks' watchdogs meet at: its launcher killed, the survivors lose
+    the store and say which node went and that it was the store's host."""
+    job_id = submit(tmp_path, *train_flags(tmp_path, 2000))
+    wait_for_iterations(tmp_path, 5)
+    (launcher,) = train_processes("node1", job_id)
+    killed = time.monotonic()
+    os.kill(launcher, signal.SIGKILL)
+    record = wait_until_ended(job_id, 60)
+    took = time.monotonic() - killed
+    log = log_text(tmp_path, job_id)
+    assert record["JobState"] == "FAILED" and record["Restarts"] == "0", log
+    assert took < 20, f"the job took {took:.0f} s to end"
+    assert "srun: error: node1: task 0: Killed" in log, log
+    dead = re.search(r"node1: rank (\d)", log)[1]
+    lines = re.findall(r"^(?:mjrl watchdog|train:) .*$", log, re.M)
+    assert lines, log
+    # Every survivor line names node1 as the store's host, none blames node2 or bad input.
+    for line in lines:
+        assert "node node1, the rendezvous store's host" in line or f"rank {dead} (node node1) failed" in line, log
+        assert "node2" not in line.partition(":")[2].partition("lost")[0], log
+    assert any("the rendezvous store's host" in line for line in lines), log
+    assert "no rendezvous" not in log
+
+
 def test_a_job_warned_of_its_time_limit_checkpoints_and_requeues_itself(tmp_path: Path) -> None:
     # Slurm signals 90 s before the 2-minute limit, or up to a minute earlier.
     job_id = submit(tmp_path, "--time", "2", "--warn-s", "90", *train_flags(tmp_path, 5000))
