@@ -14,7 +14,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 from torch.distributed.elastic.rendezvous.api import RendezvousError
 
-from mjrl.distributed.context import node_name
+from mjrl.distributed.context import node_name, split_endpoint
 from mjrl.distributed.launch import launch, nodes_met
 from mjrl.distributed.options import LaunchOptions
 from mjrl.distributed.watchdog import EXIT_CODE as WATCHDOG_EXIT
@@ -54,9 +54,12 @@ def launch_job(opts: LaunchOptions, worker: Callable[..., Any], *args: Any) -> d
         if nodes_met():
             # Not bad input: the job ran, then the node serving its store ended (or the network
             # failed); the other ranks have said what they know.
+            # Node 0's launcher serves it at the endpoint, whose host a Slurm job names by the
+            # node's name.
+            host = split_endpoint(opts.rdzv_endpoint)[0] if opts.rdzv_endpoint else "localhost"
             print(
-                f"train: lost the rendezvous store at {opts.rdzv_endpoint} ({first}): the node serving it "
-                f"ended or the network failed; {RESUME_HINT}",
+                f"train: node {host}, the rendezvous store's host, ended or the network failed: lost the store at "
+                f"{opts.rdzv_endpoint} ({first}); {RESUME_HINT}",
                 file=sys.stderr,
                 flush=True,
             )

@@ -142,8 +142,10 @@ class Watchdog:
             return None
         if os.getppid() == self.launcher_pid and not _ends_within(self.launcher_pid, wait_s):
             return None
+        # Node 0's launcher also served the store: the other nodes lose it with this node.
+        host = ", the rendezvous store's host" if self._store_node() == self.node else ""
         return (
-            f"rank {self.rank} (node {self.node}) failed: its launcher (pid {self.launcher_pid}) died: "
+            f"rank {self.rank} (node {self.node}{host}) failed: its launcher (pid {self.launcher_pid}) died: "
             "killed, or its node went down"
         )
 
@@ -239,10 +241,22 @@ class Watchdog:
             self.nodes = dict(enumerate(self.rank_nodes()))
 
     def _store_lost(self, exc: Exception) -> str:
-        # The workers' store is served on rank 0's node (by rank 0 itself, or its launcher).
-        on_rank0 = self.store_on_rank0 and 0 in self.nodes
-        where = f"node {self.nodes[0]}, where rank 0 runs," if on_rank0 else "the node hosting it"
-        return f"lost the rendezvous store at {self.address} ({type(exc).__name__}): {where} is gone or unreachable"
+        lost = f"lost the rendezvous store at {self.address} ({type(exc).__name__})"
+        node = self._store_node()
+        if node is None:
+            return f"{lost}: the node hosting it is gone or unreachable"
+        ranks = ", ".join(f"rank {r}" for r, n in sorted(self.nodes.items()) if n == node)
+        there = f" ({ranks} ran there)" if ranks else ""
+        return f"node {node}, the rendezvous store's host{there}, is gone or unreachable: {lost}"
+
+    def _store_node(self) -> str | None:
+        """The node serving the store, when known: rank 0's when the workers serve it, else node
+        0's launcher serves it at the rendezvous endpoint, whose host a Slurm job names by the
+        node's name (the first of its allocation)."""
+        if self.store_on_rank0:
+            return self.nodes.get(0)
+        host = self.address.rpartition(":")[0]
+        return host if host in {self.node, *self.nodes.values()} else None
 
     def _check_self(self, now: float) -> None:
         if not self._armed:
