@@ -1,15 +1,21 @@
-"""Start-up time: from running `train` to its first iteration line (warm Warp kernel cache).
+"""Start-up time and memory: from running `train` to its first iteration line (warm Warp
+kernel cache), and its peak RSS.
 
     python scripts/bench_startup.py [--repeats 3] [--task Mjrl-Cartpole-Balance] [--num-envs 256]
+    python scripts/bench_startup.py --phases    # where the memory goes, phase by phase
 
 Also prints the time of the header line, and the cost of importing torch, warp and
-mujoco_warp alone in a fresh interpreter (the floor no start-up can go below).
+mujoco_warp alone in a fresh interpreter (the floor no start-up can go below). `--phases` builds
+a run in a fresh process the way `train` does, piece by piece, and prints the peak RSS after
+each piece: the imports, the scene, the env (its kernels loaded, compiled on a cold cache), the
+learner, the first rollout and the first update.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -18,9 +24,11 @@ import time
 from common import train_command
 
 
-def time_to_lines(task: str, num_envs: int) -> tuple[float, float]:
+def time_to_lines(task: str, num_envs: int) -> tuple[float, float, float]:
+    """Seconds to the header line and to the first iteration line, and the run's peak RSS (MiB)."""
     with tempfile.TemporaryDirectory() as log_root:
-        command = train_command(task, "--device", "cpu", "--logger", "none", "--log-root", log_root)
+        # The default logger (TensorBoard), as a user's first run has it.
+        command = train_command(task, "--device", "cpu", "--log-root", log_root)
         command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", "1"]
         start = time.monotonic()
         proc = subprocess.Popen(
@@ -32,8 +40,9 @@ def time_to_lines(task: str, num_envs: int) -> tuple[float, float]:
                 header = time.monotonic() - start
             if line.startswith("it "):
                 first = time.monotonic() - start
-        proc.wait()
-        return header, first
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return header, first, usage.ru_maxrss / 1024
 
 
 def import_floor() -> float:
@@ -42,12 +51,65 @@ def import_floor() -> float:
     return time.monotonic() - start
 
 
+PHASES = """
+import json, sys, time
+start = time.monotonic()
+def peak(phase):
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    mib = lambda key: round(int(status[key].split()[0]) / 1024)
+    print(json.dumps({"phase": phase, "peak_rss_mib": mib("VmHWM"), "rss_mib": mib("VmRSS"),
+                      "s": round(time.monotonic() - start, 2)}), flush=True)
+peak("python")
+import torch
+peak("import torch")
+import warp, mujoco_warp
+peak("import warp, mujoco_warp")
+import dataclasses
+from mjrl.distributed.context import single_process
+from mjrl.envs import VecEnv
+from mjrl.rl import make_algorithm
+from mjrl.rl.algorithm import rollout_step
+from mjrl.runner.config import TrainConfig
+from mjrl.tasks import load_task
+task = load_task(sys.argv[1])
+cfg = dataclasses.replace(task.env_cfg, num_envs=int(sys.argv[2]))
+peak("import mjrl, load the task")
+spec = task.build(cfg)
+peak("scene (MJCF, terms)")
+env = VecEnv(cfg, spec, torch.device("cpu"), seed=1)
+peak("env (kernels loaded or compiled, first reset)")
+steps = TrainConfig.for_task(task).runner.num_steps_per_env
+algorithm = make_algorithm(task.agent_cfg, env, steps, single_process("cpu"), seed=1)
+peak("learner")
+obs = env.obs
+for _ in range(steps):
+    obs = rollout_step(env, algorithm, obs)
+algorithm.compute_returns(obs)
+peak("first rollout")
+algorithm.update()
+peak("first update")
+"""
+
+
+def phases(task: str, num_envs: int) -> list[dict]:
+    """The peak RSS after each piece of a run built as `train` builds it, in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, "-c", PHASES, task, str(num_envs)], capture_output=True, text=True, check=True
+    )
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="Mjrl-Cartpole-Balance")
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--phases", action="store_true", help="the peak RSS phase by phase instead")
     args = parser.parse_args()
+    if args.phases:
+        for line in phases(args.task, args.num_envs):
+            print(json.dumps({"task": args.task, "num_envs": args.num_envs, **line}))
+        return
     time_to_lines(args.task, args.num_envs)  # warm the kernel cache
     runs = [time_to_lines(args.task, args.num_envs) for _ in range(args.repeats)]
     print(
@@ -55,8 +117,9 @@ def main() -> None:
             {
                 "task": args.task,
                 "import_torch_warp_mujoco_warp_s": round(min(import_floor() for _ in range(args.repeats)), 2),
-                "to_header_s": [round(h, 2) for h, _ in runs],
-                "to_first_iteration_s": [round(f, 2) for _, f in runs],
+                "to_header_s": [round(h, 2) for h, _, _ in runs],
+                "to_first_iteration_s": [round(f, 2) for _, f, _ in runs],
+                "peak_rss_mib": [round(m) for _, _, m in runs],
             }
         )
     )
