@@ -83,7 +83,9 @@ def buffer_use(task, num_envs: int, steps: int, tumble: bool) -> dict:
     import mujoco_warp as mjw
     import warp as wp
 
-    sim_cfg = dataclasses.replace(task.env_cfg.sim, nconmax=64, njmax=256)  # generous: nothing overflows
+    # Generous buffers: nothing overflows. No captured graph: its replay would skip the
+    # `_substeps` replaced below, leaving every peak at 0.
+    sim_cfg = dataclasses.replace(task.env_cfg.sim, nconmax=64, njmax=256, graph=False)
     cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs, sim=sim_cfg)
     spec = task.build(cfg)
     if tumble:

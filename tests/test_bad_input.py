@@ -164,9 +164,27 @@ CASES = {
     # mjrl motion record: the env's flags checked as play checks them (a ZeroDivisionError before)
     "record-bad-env-flag": (["mjrl", "motion", "record", BALANCE, "--run-dir", "{balance}", "--out", "{out}/m.npz",
                              "--env.sim.decimation", "0"], "--env.sim.decimation must be at least 1"),
+    # Found by trying the command adversarially (issue 61): each one line before the policy runs.
+    "record-out-under-a-file": (["mjrl", "motion", "record", BALANCE, "--run-dir", "{balance}", "--out",
+                                 "{root}/garbage.pt/m.npz"], "a file stands where a folder must be"),
+    "record-out-not-npz": (["mjrl", "motion", "record", BALANCE, "--run-dir", "{balance}", "--out", "{out}/m.txt"],
+                           "a motion file's name ends in .npz"),
+    "record-no-seconds": (["mjrl", "motion", "record", BALANCE, "--run-dir", "{balance}", "--out", "{out}/m.npz",
+                           "--seconds", "0"], "--seconds 0: give a length in (0, 3600]"),
+    "record-seconds-nan": (["mjrl", "motion", "record", BALANCE, "--run-dir", "{balance}", "--out", "{out}/m.npz",
+                            "--seconds", "nan"], "--seconds must be a finite number"),
+    "record-other-tasks-run": (["mjrl", "motion", "record", BALANCE, "--run-dir", "{swingup}", "--out",
+                                "{out}/m.npz"], "belongs to task 'Mjrl-Cartpole-Swingup'"),
+    "record-not-a-checkpoint": (["mjrl", "motion", "record", BALANCE, "--checkpoint", "{root}/garbage.pt", "--out",
+                                 "{out}/m.npz"], "is unreadable"),
+    "slurm-negative-gpus": (["mjrl", "slurm", BALANCE, "--gpus-per-node", "-1", "--out", "{out}/job.sh"],
+                            "--gpus-per-node must be at least 0"),
+    "slurm-no-time": (["mjrl", "slurm", BALANCE, "--time", "0", "--out", "{out}/job.sh"], "must be more than 0"),
     # --plugins: module names, not paths
     "plugins-a-file-path": (["train", BALANCE, "--plugins", "./my_tasks.py"], "give the module's name (my_tasks)"),
     "plugins-not-a-name": (["train", BALANCE, "--plugins", "my-tasks"], "not a module name"),
+    "plugins-empty-name": (["train", BALANCE, "--plugins", ""], "not a module name"),
+    "plugins-not-installed": (["train", BALANCE, "--plugins", "no_such_plugin_module"], "no such module"),
 }  # fmt: skip
 
 

@@ -154,6 +154,9 @@ def bad_csvs(tmp_path: Path) -> dict[str, tuple[Path, tuple[str, ...], str]]:
     in_degrees = write_csv(tmp_path / "degrees.csv", degrees)
     two_rows = write_csv(tmp_path / "two_rows.csv", qpos[:2])
     names = ",".join(["left_hip_pitch_joint"] * 2)
+    (tmp_path / "frames").mkdir()
+    (tmp_path / "broken.xml").write_text("<mujoco><worldbody>")
+    (tmp_path / "folder.xml").mkdir()
     return {
         "columns": (short, ("--fps", "50"), "has 29 columns"),
         "joint": (good, ("--fps", "50", "--joints", "no_such_joint"), "no joint 'no_such_joint'"),
@@ -166,11 +169,16 @@ def bad_csvs(tmp_path: Path) -> dict[str, tuple[Path, tuple[str, ...], str]]:
         "degrees": (in_degrees, ("--fps", "50"), "the column looks like degrees: give radians"),
         # two rows at 50 fps last 0.02 s: under two frames at 10 fps (np.gradient's traceback before)
         "too-short": (two_rows, ("--fps", "50", "--out-fps", "10"), "under two frames at --out-fps 10"),
+        # Found by trying the command adversarially (issue 61): a folder was said not to exist.
+        "folder": (tmp_path / "frames", ("--fps", "50"), "is a folder; give the CSV file"),
+        "mjcf-damaged": (good, ("--fps", "50", "--robot", str(tmp_path / "broken.xml")), "MuJoCo cannot load"),
+        "mjcf-a-folder": (good, ("--fps", "50", "--robot", str(tmp_path / "folder.xml")), "no MJCF file"),
+        "rate-not-a-number": (good, ("--fps", "nan"), "--fps is nan"),
     }
 
 
 CONVERT_CASES = ["columns", "joint", "nonfinite", "rate", "empty", "words", "missing", "joint-twice", "degrees",
-                 "too-short"]  # fmt: skip
+                 "too-short", "folder", "mjcf-damaged", "mjcf-a-folder", "rate-not-a-number"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", CONVERT_CASES)
@@ -181,6 +189,21 @@ def test_bad_input_to_convert_gets_one_line_and_no_file(tmp_path, case):
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not out.exists() and not list(tmp_path.glob(".out.npz*"))
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [("a-file/out.npz", "a file stands where a folder must be"), ("out.txt", "a motion file's name ends in .npz"),
+     (".", "a motion file's name ends in .npz")],
+)  # fmt: skip
+def test_a_motion_file_that_cannot_be_written_there_is_refused_before_any_work(tmp_path, out, message):
+    qpos, _ = known_trajectories(50.0, seconds=0.2)
+    good = write_csv(tmp_path / "good.csv", qpos)
+    (tmp_path / "a-file").write_text("")
+    before = sorted(tmp_path.rglob("*"))
+    result = convert(good, tmp_path / out, "--fps", "50")
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and sorted(tmp_path.rglob("*")) == before
 
 
 def test_info_refuses_what_is_not_a_motion(tmp_path):

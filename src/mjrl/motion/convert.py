@@ -16,6 +16,8 @@ from mjrl.motion.kinematics import RobotKinematics, resample_qpos
 
 def read_rows(path: Path) -> np.ndarray:
     """The CSV's numbers, (frames, columns); an empty, ragged or non-numeric file is a UsageError."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; give the CSV file (one row per frame)")
     if not path.is_file():
         raise UsageError(f"{path} does not exist")
     lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
