@@ -16,8 +16,8 @@ from capture import EmulatedGraph
 from conftest import DEVICE
 
 from mjrl.distributed.context import single_process
+from mjrl.rl.critics import n_step_returns, project_onto_support
 from mjrl.rl.networks import SquashedGaussianPolicy
-from mjrl.rl.sac import n_step_returns, project_onto_support
 from mjrl.rl.storage import Field, ReplayRing
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.graphs import LoopGraphs

@@ -1,7 +1,7 @@
-"""Soft actor-critic for massively parallel envs (`--algo sac`): its critics, its returns and its
-update, in one file.
+"""Soft actor-critic for massively parallel envs (`--algo sac`): its update, in one file.
 
-Read top to bottom, beside `storage.py` (`ReplayRing`) and `networks.py`
+Read top to bottom, beside `critics.py` (`TwinCritic`, `n_step_returns`,
+`project_onto_support`), `storage.py` (`ReplayRing`) and `networks.py`
 (`SquashedGaussianPolicy`). SAC of the FastSAC/FastTD3 family:
 - every env's transitions go into a replay ring on the env's device, written in place at
   each step (`process_env_step`), and are sampled as windows of `n_step` consecutive steps of
@@ -40,8 +40,9 @@ from mjrl.fused import fuse
 from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum
 from mjrl.rl.config import PolicyConfig, SacConfig
+from mjrl.rl.critics import TwinCritic, n_step_returns, project_onto_support
 from mjrl.rl.gradients import FlatGradients
-from mjrl.rl.networks import SquashedGaussianPolicy, matmul_precision, mlp
+from mjrl.rl.networks import SquashedGaussianPolicy, matmul_precision
 from mjrl.rl.normalizer import RunningNormalizer, merge_all_into, warm_up_normalizers
 from mjrl.rl.optim import Adam
 from mjrl.rl.ppo import NonFiniteUpdate
@@ -52,63 +53,6 @@ SUMS = ("critic_loss", "actor_loss", "temperature", "entropy", "clipped_returns"
 """Summed over the gradient steps taken (`steps`); logged as means per step. `clipped_returns`:
 the share of the target distributions' mass that fell outside the critics' support;
 `symmetry_loss` (logged only with the mirror loss on): the actor's mirror loss."""
-
-
-# --------------------------------------------------------------------- returns and the support
-
-
-def n_step_returns(
-    rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, gamma: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """For windows of consecutive steps of one env, (B, n) each: the discounted rewards from the
-    window's first step up to its last or to the first step that ended an episode, whichever
-    comes first; the discount of the bootstrap after that step (gamma^(k+1) for its index k, 0
-    where it terminated: nothing follows a termination; a time-out is bootstrapped from its
-    final observation); and k itself, (B,) each."""
-    batch, n = rewards.shape
-    ended = (terminated | truncated).float()
-    # alive[k]: no episode ended before step k of the window.
-    alive = torch.cumprod(torch.cat([ended.new_ones(batch, 1), 1.0 - ended[:, :-1]], dim=1), dim=1)
-    powers = gamma ** torch.arange(n + 1, device=rewards.device, dtype=rewards.dtype)
-    returns = (alive * powers[:n] * rewards).sum(dim=1)
-    # The step the return stops at: the first that ended its episode, else the window's last.
-    last_step = (torch.arange(n, device=rewards.device) == n - 1).to(ended.dtype)
-    stop = alive * torch.clamp(ended + last_step, max=1.0)
-    discount = (stop * powers[1:] * (1.0 - terminated.float())).sum(dim=1)
-    return returns, discount, stop.argmax(dim=1)
-
-
-def project_onto_support(
-    atoms: torch.Tensor, target_atoms: torch.Tensor, probs: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """C51's projection: the distribution on `atoms` (K,), equally spaced, nearest to the one
-    that puts `probs` (B, K) at `target_atoms` (B, K). A mass outside the support goes to its
-    end; inside, it is split between the two atoms around it in proportion to its distance to
-    each. Returns (the projected probabilities (B, K), the share of the mass that was outside)."""
-    v_min, v_max = atoms[0], atoms[-1]
-    delta = (v_max - v_min) / (atoms.shape[0] - 1)
-    outside = ((target_atoms < v_min) | (target_atoms > v_max)).float()
-    position = (target_atoms.clamp(v_min, v_max) - v_min) / delta  # in [0, K - 1]
-    lower = position.floor().clamp(max=atoms.shape[0] - 1)
-    upper_weight = position - lower  # 0 where a target lands on an atom: all its mass to `lower`
-    projected = torch.zeros_like(probs)
-    projected.scatter_add_(1, lower.long(), probs * (1.0 - upper_weight))
-    projected.scatter_add_(1, (lower.long() + 1).clamp(max=atoms.shape[0] - 1), probs * upper_weight)
-    return projected, (outside * probs).sum(dim=1)
-
-
-class TwinCritic(nn.Module):
-    """Two critics, each an MLP of (normalised critic observations, actions) to the logits of a
-    categorical distribution of the return over the atoms."""
-
-    def __init__(self, obs_dim: int, num_actions: int, hidden: tuple[int, ...], activation: str, atoms: int) -> None:
-        super().__init__()
-        self.nets = nn.ModuleList(mlp(obs_dim + num_actions, hidden, atoms, activation) for _ in range(2))
-
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """Logits, (2, B, atoms)."""
-        x = torch.cat([obs, actions], dim=-1)
-        return torch.stack([net(x).float() for net in self.nets])
 
 
 # ----------------------------------------------------------------------------------- SAC
