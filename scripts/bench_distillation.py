@@ -2,15 +2,18 @@
 
     python scripts/bench_distillation.py --teacher TEACHER_RUN --log-root /work/runs/distill   # train, report
     python scripts/bench_distillation.py --teacher TEACHER_RUN --student-run STUDENT_RUN        # report only
+    python scripts/bench_distillation.py --teacher T --log-root /tmp/d --iterations 2 --no-write -- FLAGS  # tried out
 
 Training is `train Mjrl-Velocity-Flat-Quadruped-Student --device cpu --preset cpu-locomotion
---algo distillation --algorithm.teacher TEACHER_RUN --runner.max-iterations N` (a cut-off student is continued
-with `--resume-dir`). The report plays the teacher and the student deterministically on the
-same commands (forward 0.5-1.0 m/s without lateral or yaw command, and the full distribution),
+--algo distillation --algorithm.teacher TEACHER_RUN --runner.max-iterations N` and the flags after
+`--` (a cut-off student is continued with `--resume-dir`). The report plays the teacher and the
+student deterministically on the same commands (forward 0.5-1.0 m/s without lateral or yaw
+command, and the full distribution),
 checks the student against the issue's targets (forward planar error <= 0.25 m/s, no falls),
 exports the student to ONNX and checks from its sidecar that it reads no base linear velocity
 (and that onnxruntime runs it on inputs of that width), draws the student's curves
-(`docs/img/distillation_cpu.png`) and writes the figures into `docs/benchmarks.md`.
+(`docs/img/distillation_cpu.png`) and writes the figures into `docs/benchmarks.md`. `--no-write`
+prints the report only, its curves drawn into the student's run directory: docs/ is left as it is.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from common import (
     QUADRUPED_PROFILE,
     ROOT,
     newest_run,
+    parse_with_passthrough,
     play,
     read_metrics,
     replace_section,
@@ -56,11 +60,11 @@ CURVES = [
 ]
 
 
-def train_student(teacher: Path, log_root: Path, iterations: int) -> Path:
+def train_student(teacher: Path, log_root: Path, iterations: int, extra: list[str]) -> Path:
     command = train_command(STUDENT, "--device", "cpu", "--preset", "cpu-locomotion")
     command += ["--algo", "distillation", "--algorithm.teacher", str(teacher)]
     command += ["--runner.max-iterations", str(iterations)]
-    command += ["--log-root", str(log_root)]
+    command += ["--log-root", str(log_root), *extra]
     try:  # a student cut off earlier is continued
         command += ["--resume-dir", str(newest_run(log_root, STUDENT, "student"))]
     except FileNotFoundError:
@@ -85,7 +89,7 @@ def exported_inputs(student_run: Path) -> tuple[list[str], int]:
     return [t.name for t in sidecar.observation_terms], width
 
 
-def report(teacher: Path, student_run: Path, episodes: int) -> tuple[str, bool]:
+def report(teacher: Path, student_run: Path, episodes: int, image_dir: Path) -> tuple[str, bool]:
     forward = QUADRUPED_PROFILE.settings()["forward"]
     results = {}
     for name, task, run in (("teacher", GO1, teacher), ("student", STUDENT, student_run)):
@@ -96,7 +100,7 @@ def report(teacher: Path, student_run: Path, episodes: int) -> tuple[str, bool]:
     no_lin_vel = "base_lin_vel" not in terms
     passed = all(checks) and no_lin_vel
     lines = read_metrics(student_run)
-    image = plot_runs([student_run], ROOT / "docs/img/distillation_cpu.png", CURVES, x="env_steps")
+    image = plot_runs([student_run], image_dir / "distillation_cpu.png", CURVES, x="env_steps")
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
     rows = [
@@ -118,7 +122,8 @@ def report(teacher: Path, student_run: Path, episodes: int) -> tuple[str, bool]:
         f"Its ONNX model reads {width} numbers: {', '.join(terms)}; "
         f"{'no' if no_lin_vel else 'STILL a'} base linear velocity.",
         "",
-        f"![student curves]({image.relative_to(ROOT / 'docs')})",
+        # docs/benchmarks.md links its images relative to docs/; elsewhere the path is whole.
+        f"![student curves]({image.relative_to(ROOT / 'docs') if image.is_relative_to(ROOT / 'docs') else image})",
     ]
     return "\n".join(rows), passed
 
@@ -130,12 +135,14 @@ def main() -> None:
     parser.add_argument("--student-run", type=Path, help="report on this student run instead of training one")
     parser.add_argument("--iterations", type=int, default=400)
     parser.add_argument("--episodes", type=int, default=32)
-    args = parser.parse_args()
+    parser.add_argument("--no-write", action="store_true", help="print the report only, the curves in the run")
+    args, extra = parse_with_passthrough(parser)  # the flags after `--` go to `train`
     if (args.log_root is None) == (args.student_run is None):
         parser.error("give --log-root (train a student) or --student-run (report on one)")
-    student_run = args.student_run or train_student(args.teacher, args.log_root, args.iterations)
-    text, passed = report(args.teacher, student_run, args.episodes)
-    replace_section(MARKERS, "Distillation: a student without base velocity (issue 23), CPU", text)
+    student_run = args.student_run or train_student(args.teacher, args.log_root, args.iterations, extra)
+    text, passed = report(args.teacher, student_run, args.episodes, student_run if args.no_write else ROOT / "docs/img")
+    if not args.no_write:
+        replace_section(MARKERS, "Distillation: a student without base velocity (issue 23), CPU", text)
     print(text)
     print(json.dumps({"student_meets_targets": passed}))
 

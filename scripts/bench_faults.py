@@ -1,11 +1,11 @@
 """Failure detection and recovery times of mjrl's launcher (CPU, gloo, 2 ranks).
 
-    python scripts/bench_faults.py [--repeats 2]
+    python scripts/bench_faults.py [--repeats 2] [--scenarios kill raise stop two-node-kill restart]
 
 For each scenario: start a 2-rank job, wait for its first iteration, inject the fault for real
 (SIGKILL or SIGSTOP of rank 1's process, or an exception raised in rank 1), and time from the
 fault to the launcher's exit. `restart` times a killed worker's job from the kill to the first
-iteration line of the resumed attempt.
+iteration line of the resumed attempt. `--scenarios` times only those named (default: all).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from common import TINY_CPU_RUN, newest_run, rank_pid, read_metrics, train_command, wait_for
 
 TASK = "Mjrl-Cartpole-Balance"
+SCENARIOS = ("kill", "raise", "stop", "two-node-kill", "restart")
 
 
 def iterations_done(run_dir: Path) -> int:
@@ -90,8 +91,9 @@ def scenario(name: str, log_root: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = parser.parse_args()
-    for name in ("kill", "raise", "stop", "two-node-kill", "restart"):
+    for name in args.scenarios:
         times = []
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as tmp:

@@ -6,16 +6,18 @@
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Mule ...    # another robot, its own section
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid --ranks 2 ...
     python scripts/bench_locomotion.py --throughput [--iterations 8] [--rounds 2]
+    python scripts/bench_locomotion.py --log-root /tmp/loco --no-write -- --runner.max-iterations 2  # tried out
 
 Training is `train TASK --device cpu --preset cpu-locomotion` (19.7 M env steps; the humanoid's
-`cpu-humanoid`, 60 M): run it in the background (`nohup ... &`). The report runs `play` on clean
-observations twice, for the trained policy and for zero actions (the robot standing in its home
-pose): forward commands (0.5-1.0 m/s for the quadrupeds, 0.3-0.8 for the humanoid) without lateral
-or yaw command (the humanoid's also without pushes), the task's full command distribution, and
-the zero command without pushes. It checks the robot's targets
+`cpu-humanoid`, 60 M) and the flags after `--`: run it in the background (`nohup ... &`). The
+report runs `play` on clean observations twice, for the trained policy and for zero actions (the
+robot standing in its home pose): forward commands (0.5-1.0 m/s for the quadrupeds, 0.3-0.8 for
+the humanoid) without lateral or yaw command (the humanoid's also without pushes), the task's
+full command distribution, and the zero command without pushes. It checks the robot's targets
 (`PROFILES` in `common.py`), draws the learning curves against env steps and wall time
 (`docs/img/locomotion_cpu_*.png`), and writes the figures into `docs/benchmarks.md` between the
-markers of its section.
+markers of its section. `--no-write` prints the report only, its curves drawn into the run
+directory: docs/ is left as it is.
 
 `--throughput` times the training loop of each robot's CPU preset, one after another in one run
 (median env steps/s of iterations 3 onwards, `--rounds` times in turn, the median of those): the
@@ -45,6 +47,7 @@ from common import (
     first_eval_meeting_targets,
     full_set_targets,
     newest_run,
+    parse_with_passthrough,
     play,
     profile,
     read_metrics,
@@ -82,12 +85,12 @@ def preset_config(task: str) -> dict:
     return yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
 
 
-def train(task: str, log_root: Path, resume: bool, ranks: int) -> Path:
+def train(task: str, log_root: Path, resume: bool, ranks: int, extra: list[str]) -> Path:
     command = train_command(task, "--device", "cpu", "--preset", profile(task).preset)
     if ranks > 1:  # the preset's envs shared out: the same batch, each rank's physics on a core
         per_rank = preset_config(task)["env"]["num_envs"] // ranks
         command += ["--nproc-per-node", str(ranks), "--env.num-envs", str(per_rank)]
-    command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else [])]
+    command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else []), *extra]
     subprocess.run(command, check=True)
     return newest_run(log_root, task)
 
@@ -119,7 +122,7 @@ def throughput(iterations: int, rounds: int) -> dict:
     return result
 
 
-def report(task: str, run_dir: Path, episodes: int) -> str:
+def report(task: str, run_dir: Path, episodes: int, image_dir: Path) -> str:
     results, targets = {}, profile(task).targets
     # The zero-action baseline runs the robot the preset trains (its locked joints).
     locked = preset_config(task).get("env", {}).get("robot", {}).get("locked_joints", [])
@@ -132,10 +135,11 @@ def report(task: str, run_dir: Path, episodes: int) -> str:
     images = []
     for x in ("env_steps", "wall_s"):
         name = "" if task == GO1 else task.rsplit("-", 1)[-1].lower() + "_"
-        out = ROOT / f"docs/img/locomotion_cpu_{name}{x}.png"
+        out = image_dir / f"locomotion_cpu_{name}{x}.png"
         logged = set().union(*lines)
         plot_runs([run_dir], out, metrics=[m for m in CURVES if m in logged], x=x)
-        images.append(out.relative_to(ROOT / "docs"))
+        # docs/benchmarks.md links its images relative to docs/; elsewhere the path is whole.
+        images.append(out.relative_to(ROOT / "docs") if out.is_relative_to(ROOT / "docs") else out)
 
     rows = ["| policy | commands | planar error (m/s) | yaw-rate error (rad/s) | early terminations "
             "| foot contact | mean swing (s) | base displacement per episode (m) |",
@@ -195,16 +199,16 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="continue the newest run under --log-root")
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--ranks", type=int, default=1, help="train as this many ranks (2 on a 2-core machine)")
-    parser.add_argument("--no-write", action="store_true", help="print the report only")
+    parser.add_argument("--no-write", action="store_true", help="print the report only, the curves in the run")
     parser.add_argument("--throughput", action="store_true", help="time each robot's training loop instead")
     parser.add_argument("--iterations", type=int, default=8, help="iterations per --throughput measurement")
     parser.add_argument("--rounds", type=int, default=2, help="--throughput measurements per setup")
-    args = parser.parse_args()
+    args, extra = parse_with_passthrough(parser)  # the flags after `--` go to `train`
     if args.throughput:
         print(json.dumps(throughput(args.iterations, args.rounds), indent=1))
         return
-    run_dir = args.run_dir or train(args.task, args.log_root, args.resume, args.ranks)
-    text = report(args.task, run_dir, args.episodes)
+    run_dir = args.run_dir or train(args.task, args.log_root, args.resume, args.ranks, extra)
+    text = report(args.task, run_dir, args.episodes, run_dir if args.no_write else ROOT / "docs/img")
     print(text)
     if not args.no_write:
         write_section(args.task, text)

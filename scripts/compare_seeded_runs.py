@@ -3,9 +3,11 @@
     python scripts/compare_seeded_runs.py HEAD~1                 # a commit against the working tree
     python scripts/compare_seeded_runs.py BASE OTHER --tasks Mjrl-Cartpole-Balance --iterations 5
     python scripts/compare_seeded_runs.py HEAD --tasks Mjrl-Velocity-Flat-Quadruped -- --algorithm.sync rollout
+    python scripts/compare_seeded_runs.py worktree --tasks Mjrl-Cartpole-Balance --iterations 1   # run to run
 
 Each version (a git ref, or `worktree` for the checkout as it is) is installed, without its
-dependencies, into a folder of its own and put first on `PYTHONPATH`; each task then trains a few
+dependencies, into a folder of its own and put first on `PYTHONPATH` (the same ref twice: two
+folders, which tells whether two runs of one version agree); each task then trains a few
 small iterations with the same seed in each version (the student distils from a teacher that
 version trained first); what follows `--` is passed to every run. Every figure of
 `metrics.jsonl` is compared exactly, except the timings. A change meant to leave training as
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,12 +41,24 @@ STUDENT_SUFFIX = "-Student"
 SMALL = [*TINY_CPU_RUN, "--runner.eval-interval", "0", "--seed", "1"]
 
 
+PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "src", "tasks", "configs")
+"""What pip needs to build mjrl: the checkout's copy is built, never the checkout itself (a
+build in place writes build/ and src/mjrl.egg-info, which another build running beside it, as
+the suite's packaging test may, would share)."""
+
+
 def install(ref: str, work: Path) -> Path:
     """A folder holding mjrl as of `ref` (installed without dependencies), for PYTHONPATH."""
     site = work / f"site-{ref.replace('/', '_')}"
-    source = ROOT
-    if ref != "worktree":
-        source = work / f"src-{ref.replace('/', '_')}"
+    source = work / f"src-{ref.replace('/', '_')}"
+    if ref == "worktree":
+        source.mkdir(parents=True)
+        for name in PACKAGE_FILES:
+            if (ROOT / name).is_dir():
+                shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            else:
+                shutil.copy2(ROOT / name, source / name)
+    else:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(source), ref], check=True)
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site)]
     subprocess.run([*pip, str(source)], check=True)
@@ -63,8 +78,8 @@ def train(site: Path, task: str, log_root: Path, iterations: int, extra: list[st
     return learned_figures(newest_run(log_root, task))
 
 
-def runs(site: Path, task: str, work: Path, iterations: int, extra: list[str]) -> list[dict]:
-    log_root = work / f"logs-{site.name}"
+def runs(site: Path, task: str, iterations: int, extra: list[str]) -> list[dict]:
+    log_root = site.parent / "logs"
     if not task.endswith(STUDENT_SUFFIX):
         return train(site, task, log_root, iterations, extra)
     teacher = task.removesuffix(STUDENT_SUFFIX)
@@ -95,9 +110,10 @@ def main() -> None:
     differ = False
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        sites = [install(ref, work) for ref in (args.base, args.other)]
+        # A folder per side, so that one ref given twice is installed and trained twice apart.
+        sites = [install(ref, work / side) for side, ref in (("base", args.base), ("other", args.other))]
         for task in args.tasks:
-            base, other = (runs(site, task, work, args.iterations, extra) for site in sites)
+            base, other = (runs(site, task, args.iterations, extra) for site in sites)
             difference = first_difference(base, other)
             differ |= difference is not None
             print(json.dumps({"task": task, "result": difference or "identical"}), flush=True)

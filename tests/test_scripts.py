@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TINY_RUN, last_json, read_jsonl, run_main
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # These run in another environment: the reference venv, which has rsl_rl
@@ -283,3 +284,107 @@ def test_bench_startup_keeps_a_first_run_under_600_mib_and_says_where_the_memory
     assert [p["phase"] for p in phases][-3:] == ["learner", "first rollout", "first update"]
     peaks = [p["peak_rss_mib"] for p in phases]
     assert peaks == sorted(peaks) and peaks[-1] < 600, phases
+
+
+def run_script(name: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`scripts/NAME.py ARGS...` run by this interpreter; its output's tails in the failure message."""
+    result = subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), *args], capture_output=True, text=True,
+                            timeout=timeout)  # fmt: skip
+    assert result.returncode == 0, f"{name}: {result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def json_lines(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def test_bench_quadruped_reports_its_rates_and_counts_contacts_at_every_substep() -> None:
+    """`bench_quadruped.py` (its default rates, and `--check-buffers` in the same process): both
+    rates are measured, the buffers are the task's, and the buffer check sees the robots' feet on
+    the ground. It once saw none: the physics replayed as a captured graph skipped the substeps it
+    counts in, leaving every peak at 0."""
+    out = run_script("bench_quadruped", "--num-envs", "4", "--physics-steps", "2", "--env-steps", "2",
+                     "--check-buffers", "20").stdout  # fmt: skip
+    (result,) = json_lines(out)
+    from mjrl.tasks import load_task
+
+    sim = load_task("Mjrl-Velocity-Flat-Quadruped").env_cfg.sim
+    assert (result["nconmax"], result["njmax"], result["decimation"]) == (sim.nconmax, sim.njmax, sim.decimation)
+    assert result["num_envs"] == 4 and result["bare_physics_steps_per_s"] > 0 and result["env_steps_per_s"] > 0
+    for key in ("buffers_random_actions", "buffers_random_actions_tumbling"):
+        peak = result[key]
+        # Contacts of a robot on the ground, each at least one constraint row; none overflowed.
+        assert 0 < peak["max_contacts_per_world_on_average"] <= peak["max_contacts_in_a_world"], (key, peak)
+        assert peak["max_constraint_rows_in_a_world"] >= peak["max_contacts_in_a_world"], (key, peak)
+        assert peak["overflow_flags"] == 0, (key, peak)
+
+
+def test_bench_tracking_tables_the_policy_and_both_baselines_for_each_motion_and_start(tmp_path: Path) -> None:
+    """`bench_tracking.py` on a one-iteration tracking run (1 episode each): every motion the run
+    trained on, from the clip's start and from random frames, has the policy's figures and both
+    baselines', in a table row each and in the JSON line, which names the run's checkpoint. The
+    reference replayed open loop follows the reference's joints closer than zero actions do (it
+    would not if it read the wrong columns of the observation)."""
+    train = run_main("train", "Mjrl-Tracking-Flat-Humanoid", "--device", "cpu", *TINY_RUN[2:],
+                     "--runner.max-iterations", "1", "--algorithm.num-learning-epochs", "1",
+                     "--log-root", str(tmp_path))  # fmt: skip
+    assert train.returncode == 0, train.stderr[-3000:]
+    trained = last_json(train.stdout)
+    out = run_script("bench_tracking", "--run-dir", trained["run_dir"], "--episodes", "1").stdout
+    (figures,) = json_lines(out)
+    assert figures["checkpoint"] == trained["checkpoint"] and figures["env_steps"] == trained["env_steps"]
+    motions = ("mjrl:motions/humanoid_walk.npz", "mjrl:motions/humanoid_squat_reach.npz")  # the task's own
+    settings = [f"{motion}:{start}" for motion in motions for start in ("first", "uniform")]
+    assert [key for key in figures if ":" in key] == settings
+    for setting in settings:
+        assert list(figures[setting]) == ["policy", "zero actions", "reference replay"], setting
+        for summary in figures[setting].values():
+            assert summary["episodes"] == 1 and 0 <= summary["early_termination_rate"] <= 1, setting
+            assert summary["mean_joint_pos_error"] > 0 and summary["mean_anchor_pos_error"] >= 0, setting
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "| start |" not in line]
+    assert len(rows) == 3 * len(settings)
+    replay, zero = (sum(figures[s][name]["mean_joint_pos_error"] for s in settings) for name in
+                    ("reference replay", "zero actions"))  # fmt: skip
+    assert replay < zero, (replay, zero)
+
+
+def test_bench_parity_prints_each_seeds_final_return_and_reads_a_seed_already_run(tmp_path: Path) -> None:
+    """`bench_parity.py` with one seed of two tiny iterations (the flags after `--` reach `train`):
+    the table row gives the seed's mean return over its last iterations, its mean and its worst;
+    the seed's metrics are kept under LOG_ROOT/LABEL, and a second call reads them rather than
+    training again."""
+    tiny = [*TINY_RUN[2:], "--env.episode-length-s", "0.2"]  # short episodes: two iterations end some
+    args = ["Mjrl-Cartpole-Balance", "--iterations", "2", "--seeds", "1", "--log-root", str(tmp_path)]
+    args += ["--label", "tiny"]
+    first = run_script("bench_parity", *args, "--", *tiny).stdout.strip()
+    rows = read_jsonl(tmp_path / "tiny" / "seed-1" / "metrics.jsonl")
+    assert [row["iteration"] for row in rows] == [0, 1]
+    final = sum(row["mean_episode_return"] for row in rows) / 2
+    assert first == f"| Mjrl-Cartpole-Balance | tiny | 1 | {final:.0f} | {final:.0f} | {final:.0f} |"
+    assert run_script("bench_parity", *args).stdout.strip() == first  # without the flags: read, not trained
+    assert len(list((tmp_path / "tiny" / "seed-1" / "logs" / "Mjrl-Cartpole-Balance").iterdir())) == 1
+
+
+def test_compare_seeded_runs_finds_two_seeded_runs_of_one_version_identical(monkeypatch) -> None:
+    """`compare_seeded_runs.py worktree` on one task, one iteration: the checkout installed twice
+    apart (two folders) trains alike, bit for bit, and the script says so and exits 0. The
+    comparison names the first figure that differs, or the iteration counts."""
+    out = run_script("compare_seeded_runs", "worktree", "--tasks", "Mjrl-Cartpole-Balance", "--iterations", "1")
+    assert json_lines(out.stdout) == [{"task": "Mjrl-Cartpole-Balance", "result": "identical"}]
+    assert "already exists" not in out.stderr  # each side in its own folder, not one installed over the other
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    from compare_seeded_runs import first_difference
+
+    rows = [{"iteration": 0, "mean_kl": 0.1}, {"iteration": 1, "mean_kl": 0.2}]
+    assert first_difference(rows, [dict(row) for row in rows]) is None
+    assert first_difference(rows, rows[:1]) == "2 against 1 iterations"
+    assert first_difference(rows, [rows[0], {"iteration": 1, "mean_kl": 0.3}]) == "iteration 1: mean_kl 0.2 against 0.3"
+
+
+def test_bench_faults_times_a_killed_ranks_job_to_its_end() -> None:
+    """`bench_faults.py --scenarios kill` (one repeat): rank 1 of a 2-rank job, found by its
+    pid in the rank's log, is killed, and the launcher ends the job within seconds, not after
+    the 60 s hang timeout."""
+    out = run_script("bench_faults", "--scenarios", "kill", "--repeats", "1").stdout
+    (line,) = json_lines(out)
+    assert line["scenario"] == "kill" and len(line["seconds"]) == 1 and 0 < line["seconds"][0] < 15, line
