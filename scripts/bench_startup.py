@@ -58,6 +58,7 @@ def peak(phase):
     status = dict(line.split(":", 1) for line in open("/proc/self/status"))
     mib = lambda key: round(int(status[key].split()[0]) / 1024)
     print(json.dumps({"phase": phase, "peak_rss_mib": mib("VmHWM"), "rss_mib": mib("VmRSS"),
+                      "anon_mib": mib("RssAnon"), "file_mib": mib("RssFile"),
                       "s": round(time.monotonic() - start, 2)}), flush=True)
 peak("python")
 import torch
