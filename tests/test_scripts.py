@@ -275,9 +275,7 @@ def test_bench_startup_times_a_first_run_and_bounds_the_memory_it_allocates() ->
     code and versions (docs/benchmarks.md, "Start-up and memory")."""
 
     def lines(*args: str) -> list[dict]:
-        command = [sys.executable, str(SCRIPTS / "bench_startup.py"), *args]
-        out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300).stdout
-        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        return json_lines(run_script("bench_startup", *args).stdout)
 
     (run,) = lines("--repeats", "1")
     assert 0 < run["to_header_s"][0] < run["to_first_iteration_s"][0] and run["peak_rss_mib"][0] > 300

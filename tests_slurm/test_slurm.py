@@ -101,19 +101,25 @@ def test_a_preempted_job_checkpoints_the_iteration_in_progress_and_resumes_from_
     assert logged_iterations(run) == list(range(iterations))
 
 
-def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(tmp_path: Path) -> None:
-    job_id = submit(tmp_path, *train_flags(tmp_path, 2000))
-    wait_for_iterations(tmp_path, 5)
-    launchers = train_processes("node2", job_id)
-    assert len(launchers) == 1, f"node2 runs launchers {launchers}"
-    (launcher,) = launchers
+def kill_a_nodes_launcher(folder: Path, node: str) -> str:
+    """Submit a long training, SIGKILL `node`'s launcher once it trains, and return the job's
+    log, checking that the job ended FAILED, not requeued, within 20 s of the kill."""
+    job_id = submit(folder, *train_flags(folder, 2000))
+    wait_for_iterations(folder, 5)
+    launchers = train_processes(node, job_id)
+    assert len(launchers) == 1, f"{node} runs launchers {launchers}"
     killed = time.monotonic()
-    os.kill(launcher, signal.SIGKILL)
+    os.kill(launchers[0], signal.SIGKILL)
     record = wait_until_ended(job_id, 60)
     took = time.monotonic() - killed
-    log = log_text(tmp_path, job_id)
+    log = log_text(folder, job_id)
     assert record["JobState"] == "FAILED" and record["Restarts"] == "0", log
     assert took < 20, f"the job took {took:.0f} s to end"
+    return log
+
+
+def test_a_rank_killed_on_one_node_ends_the_job_failed_within_seconds_naming_it(tmp_path: Path) -> None:
+    log = kill_a_nodes_launcher(tmp_path, "node2")
     # The log names the node, its task and the cause: srun's line, and the surviving node's rank
     # in mjrl's words, whichever node drew rank 0. The dead launcher's rank posts why as soon as
     # its launcher dies (torch's parent-death SIGINT, or its watchdog's pidfd), at the store
@@ -132,16 +138,7 @@ def test_losing_the_node_that_serves_the_rendezvous_store_is_named(tmp_path: Pat
     """Node 0 (node1, the first of the allocation) serves the rendezvous store that the other
     node's launcher and its ranks' watchdogs meet at: its launcher killed, the survivors lose
     the store and say which node went and that it was the store's host."""
-    job_id = submit(tmp_path, *train_flags(tmp_path, 2000))
-    wait_for_iterations(tmp_path, 5)
-    (launcher,) = train_processes("node1", job_id)
-    killed = time.monotonic()
-    os.kill(launcher, signal.SIGKILL)
-    record = wait_until_ended(job_id, 60)
-    took = time.monotonic() - killed
-    log = log_text(tmp_path, job_id)
-    assert record["JobState"] == "FAILED" and record["Restarts"] == "0", log
-    assert took < 20, f"the job took {took:.0f} s to end"
+    log = kill_a_nodes_launcher(tmp_path, "node1")
     assert "srun: error: node1: task 0: Killed" in log, log
     # The watchdogs' lines name node1 as the store's host: the dead node's rank, whose launcher
     # died (noticed at once), and the survivor, which lost the store, when its next tick comes
