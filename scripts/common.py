@@ -2,15 +2,15 @@
 locomotion targets several benchmarks test, and writing a report into docs/benchmarks.md.
 
 Scripts import helpers from here only, never from one another. The top imports only the standard
-library; mjrl and torch are imported inside the helpers that use them, so that a script that
-reads metrics starts no simulator and the scripts keep the import order mjrl needs (mjrl.sim
-quiets Warp before mujoco_warp starts it).
+library and mjrl's metrics reader (`read_metrics`, torch-free); the rest of mjrl and torch are
+imported inside the helpers that use them, so that a script that reads metrics starts no
+simulator and the scripts keep the import order mjrl needs (mjrl.sim quiets Warp before
+mujoco_warp starts it).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import json
@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
+
+from mjrl.metrics_file import read_metrics
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
@@ -106,17 +108,6 @@ def rank_pid(run_dir: Path, rank: int) -> int:
 
 
 # Metrics
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    """A run's metrics.jsonl, a dict per iteration; FileNotFoundError before the run has written
-    one. A last line cut short (the run is writing it) is left out, so a running training can be
-    read."""
-    lines = [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    rows = [json.loads(line) for line in lines[:-1]]
-    with contextlib.suppress(json.JSONDecodeError):
-        rows += [json.loads(line) for line in lines[-1:]]
-    return rows
 
 
 TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}

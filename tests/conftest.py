@@ -146,10 +146,6 @@ def last_json(stdout: str) -> dict:
     return json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def train_tiny(task: str, log_root: Path, *extra: str) -> Path:
     """A tiny in-process run of `task` (TINY_RUN, `extra` after it); its run directory."""
     result = run_main("train", task, *TINY_RUN, *extra, "--log-root", str(log_root))

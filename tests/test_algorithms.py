@@ -11,9 +11,10 @@ from pathlib import Path
 
 import replay_learner  # registers --algo replay-test
 import torch
-from conftest import TWO_RANK_RUN, last_json, read_jsonl, run_cli, run_main
+from conftest import TWO_RANK_RUN, last_json, run_cli, run_main
 
 from mjrl.checkpoint import load_bulk_state, load_checkpoint
+from mjrl.metrics_file import read_metrics
 from mjrl.runner.config import TrainConfig
 from mjrl.tasks import load_task
 
@@ -44,7 +45,7 @@ def test_an_off_policy_learner_keeps_its_ring_beside_its_checkpoints_and_resumes
     assert sorted(p.name for p in (run_a / "checkpoints").glob("bulk_*.pt")) == ["bulk_000002.pt"]
     ring = load_bulk_state(checkpoint)
     assert int(ring["written"]) == 2 * 16 * 16  # every transition of both rollouts
-    metrics = read_jsonl(run_a / "metrics.jsonl")
+    metrics = read_metrics(run_a / "metrics.jsonl")
     # Updates after every env step: one gradient step each once a batch is stored (4 steps of
     # 16 envs), timed as learning.
     assert [m["gradient_steps"] for m in metrics] == [16 - 4 + 1, 16]
@@ -59,7 +60,7 @@ def test_an_off_policy_learner_keeps_its_ring_beside_its_checkpoints_and_resumes
     policies, rings = [load_checkpoint(p)["policy"] for p in final], [load_bulk_state(p) for p in final]
     for part in (policies, rings):
         assert all(torch.equal(part[0][k], part[1][k]) for k in part[0])
-    resumed = [read_jsonl(run / "metrics.jsonl")[2:] for run in (run_a, run_b)]
+    resumed = [read_metrics(run / "metrics.jsonl")[2:] for run in (run_a, run_b)]
     timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s"}
     assert [{k: v for k, v in m.items() if k not in timings} for m in resumed[0]] == [
         {k: v for k, v in m.items() if k not in timings} for m in resumed[1]
@@ -78,7 +79,7 @@ def test_a_resume_without_the_ring_starts_it_empty_and_says_so(tmp_path):
                       "--resume-dir", str(run_dir))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "note: no bulk_000001.pt beside model_000001.pt" in result.stdout
-    assert [m["gradient_steps"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [13, 13]
+    assert [m["gradient_steps"] for m in read_metrics(run_dir / "metrics.jsonl")] == [13, 13]
 
 
 def test_a_ring_that_does_not_fit_the_resumed_learner_is_one_line(tmp_path):
@@ -88,7 +89,7 @@ def test_a_ring_that_does_not_fit_the_resumed_learner_is_one_line(tmp_path):
                       "--resume-dir", str(run_dir), "--algorithm.buffer-size", "512")  # fmt: skip
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "bulk_000001.pt does not fit this run's algorithm" in result.stderr and "delete it" in result.stderr
-    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0]
+    assert [m["iteration"] for m in read_metrics(run_dir / "metrics.jsonl")] == [0]
 
 
 def test_an_update_schedule_that_does_not_divide_the_rollout_is_one_line(tmp_path):
@@ -132,6 +133,6 @@ def test_a_plugin_module_registers_its_algorithm_for_train_and_for_the_resume(tm
     run_dir = Path(last_json(first.stdout)["run_dir"])
     again = run_cli("train", BALANCE, "--resume-dir", str(run_dir), "--runner.max-iterations", "2", env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1]
+    assert [m["iteration"] for m in read_metrics(run_dir / "metrics.jsonl")] == [0, 1]
     missing = run_main("train", BALANCE, "--plugins", "no_such_plugin", "--log-root", str(tmp_path / "x"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no_such_plugin" in missing.stderr

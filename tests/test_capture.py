@@ -6,7 +6,6 @@ a twin with the same seed bit for bit, for every task."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from conftest import DEVICE
 
 from mjrl.distributed.context import single_process
 from mjrl.errors import UsageError
+from mjrl.metrics_file import read_metrics
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.faults import fault_hooks
 from mjrl.runner.graphs import (
@@ -161,9 +161,8 @@ def test_the_runner_with_loop_graphs_logs_what_the_eager_runner_logs(tmp_path):
         summary = runner.run()
         if graphed:  # iterations 0 and 4 eager, 1 captured: 2, 3 and 5 replayed
             assert runner.graphs.replays == 2 * 3
-        lines = (runner.run_dir / "metrics.jsonl").read_text().splitlines()
         timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
-        runs[graphed] = [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
+        runs[graphed] = [{k: v for k, v in row.items() if k not in timings} for row in read_metrics(runner.run_dir)]
         runs[graphed].append(summary["parameters_sha256"])
     assert runs[True][4]["nonfinite_resets"] > 0  # the fault's iteration did corrupt its actions
     assert runs[True] == runs[False]
@@ -182,7 +181,7 @@ def test_an_off_policy_learner_replayed_as_graphs_logs_what_it_logs_eagerly(tmp_
         summary = runner.run()
         if graphed:  # iteration 0 eager, 1 captured (its first segment): 7 + 2 * 8 segment pairs replayed
             assert runner.graphs.replays == 2 * (7 + 2 * 8)
-        lines = [json.loads(line) for line in (runner.run_dir / "metrics.jsonl").read_text().splitlines()]
+        lines = read_metrics(runner.run_dir)
         assert all(line["learning_s"] > 0 for line in lines)
         timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"}
         runs[graphed] = [{k: v for k, v in line.items() if k not in timings} for line in lines]
@@ -204,7 +203,7 @@ def test_compiled_code_runs_compiled_inside_the_emulated_capture(tmp_path):
         if graphed:
             runner.graphs.make_graph = lambda: graphs.append(EmulatedGraph([runner.env.sim])) or graphs[-1]  # noqa: B023
         summary = runner.run()
-        lines = [json.loads(line) for line in (runner.run_dir / "metrics.jsonl").read_text().splitlines()]
+        lines = read_metrics(runner.run_dir)
         timings = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s"}
         runs[graphed] = [{k: v for k, v in line.items() if k not in timings} for line in lines]
         runs[graphed].append(summary["parameters_sha256"])

@@ -22,6 +22,8 @@ import torch.multiprocessing as mp
 from conftest import TINY_RUN, free_port, run_main
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from mjrl.metrics_file import read_metrics
+
 TASK = "Mjrl-Cartpole-Balance"
 CASES = [("gradients", False), ("gradients", True), ("rollout", False), ("rollout", True), ("sac", False),
          ("sac", True)]  # fmt: skip
@@ -80,11 +82,7 @@ def _train(ctx, log_root: Path, sync: str, graphed: bool) -> dict:
     captured_before = ctx.comm.captured
     with CollectiveCounter() as counter:
         summary = runner.run()
-    lines = (
-        [json.loads(line) for line in (runner.run_dir / "metrics.jsonl").read_text().splitlines()]
-        if ctx.is_main
-        else []
-    )
+    lines = read_metrics(runner.run_dir) if ctx.is_main else []
     return {
         "metrics": [{k: v for k, v in line.items() if k not in TIMINGS} for line in lines],
         "sha": summary["parameters_sha256"],

@@ -8,10 +8,11 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from conftest import DEVICE, TINY_RUN, last_json, read_jsonl, run_main
+from conftest import DEVICE, TINY_RUN, last_json, run_main
 
 from mjrl.checkpoint import load_checkpoint
 from mjrl.envs import EnvComponent, VecEnv
+from mjrl.metrics_file import read_metrics
 from mjrl.tasks import load_task, register_task
 
 BALANCE = load_task("Mjrl-Cartpole-Balance")
@@ -70,7 +71,7 @@ def test_a_task_with_a_component_trains_logs_it_and_checkpoints_it(tmp_path):
     result = run_main("train", task.name, *TINY_RUN, "--runner.max-iterations", "2", "--log-root", str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     summary = last_json(result.stdout)
-    metrics = read_jsonl(Path(summary["run_dir"]) / "metrics.jsonl")
+    metrics = read_metrics(Path(summary["run_dir"]) / "metrics.jsonl")
     assert all(0 < m["counter/steps"] < 1000 for m in metrics)
     saved = load_checkpoint(Path(summary["checkpoint"]))["env_ranks"][0]
     assert saved["counter_resets"].sum() > 0

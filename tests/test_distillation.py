@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN, TWO_RANK_RUN, last_json, read_jsonl, run_cli, run_main, train_tiny
+from conftest import TINY_RUN, TWO_RANK_RUN, last_json, run_cli, run_main, train_tiny
 
 from mjrl.checkpoint import load_newest_checkpoint
+from mjrl.metrics_file import read_metrics
 
 TEACHER_TASK = "Mjrl-Velocity-Flat-Quadruped"
 STUDENT_TASK = "Mjrl-Velocity-Flat-Quadruped-Student"
@@ -33,7 +34,7 @@ def test_the_student_learns_the_teachers_actions_and_exports_without_base_veloci
     result = distil(teacher, log_root, "--runner.max-iterations", "12")
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(last_json(result.stdout)["run_dir"])
-    losses = [row["behavior_loss"] for row in read_jsonl(run_dir / "metrics.jsonl")]
+    losses = [row["behavior_loss"] for row in read_metrics(run_dir / "metrics.jsonl")]
     assert len(losses) == 12 and losses[-1] < 0.3 * losses[0]
     # The student's actor and its checkpoint: only what a robot measures, plus the teacher.
     _, state = load_newest_checkpoint(run_dir)
@@ -63,7 +64,7 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
     # Resumed without naming its teacher: the run's own config names it.
     resumed = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "4")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert [row["iteration"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
+    assert [row["iteration"] for row in read_metrics(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
     _, state = load_newest_checkpoint(run_dir)
     assert state["iteration"] == 4
     for name, value in original["policy"].items():
@@ -75,7 +76,7 @@ def test_a_resumed_student_keeps_the_teacher_it_started_with(teacher, log_root, 
                        str(other), "--runner.max-iterations", "5")  # fmt: skip
     assert swapped.returncode == 2 and f"this run distils from {own_teacher}" in swapped.stderr, swapped.stderr
     assert len(swapped.stderr.strip().splitlines()) == 1
-    assert [row["iteration"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
+    assert [row["iteration"] for row in read_metrics(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
     # A student's run goes on only as a distillation, and a teacher's only with PPO.
     as_ppo = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--algo", "ppo",
                       "--runner.max-iterations", "5")  # fmt: skip
@@ -158,7 +159,7 @@ def test_a_distillation_of_the_former_layout_resumes_and_the_former_flags_still_
         torch.save({**raw, "config": former(raw["config"])}, path)
     resumed = run_main("train", STUDENT_TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "2")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "behavior_loss" in read_jsonl(run_dir / "metrics.jsonl")[-1]
+    assert "behavior_loss" in read_metrics(run_dir / "metrics.jsonl")[-1]
     _, state = load_newest_checkpoint(run_dir)
     assert state["iteration"] == 2 and state["config"]["algo"] == "distillation"
     assert state["config"]["algorithm"]["teacher"] == str(teacher) and "distillation" not in state["config"]
@@ -167,7 +168,7 @@ def test_a_distillation_of_the_former_layout_resumes_and_the_former_flags_still_
                           "--runner.max-iterations", "1", "--log-root", str(tmp_path / "ppo"))  # fmt: skip
     assert no_teacher.returncode == 0, no_teacher.stderr[-3000:]
     assert "names no teacher: ignored, PPO trains as before" in no_teacher.stderr
-    assert "clip_fraction" in read_jsonl(Path(last_json(no_teacher.stdout)["run_dir"]) / "metrics.jsonl")[0]
+    assert "clip_fraction" in read_metrics(Path(last_json(no_teacher.stdout)["run_dir"]) / "metrics.jsonl")[0]
     # Another algorithm beside the former flags is one line.
     both = run_main("train", STUDENT_TASK, "--algo", "ppo", "--distillation.teacher", str(teacher))
     assert both.returncode == 2 and "--algo ppo does not distil" in both.stderr and both.stderr.count("\n") == 1

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import BIN, TINY_RUN, WARM_UP, free_port, last_json, read_jsonl, run_cli, run_main
+from conftest import BIN, TINY_RUN, WARM_UP, free_port, last_json, run_cli, run_main
 
 from mjrl.checkpoint import load_checkpoint
+from mjrl.metrics_file import read_metrics
 from mjrl.runner.runner import parameters_sha256
 
 TASK = "Mjrl-Cartpole-Balance"
@@ -64,7 +65,7 @@ def test_torchrun_two_ranks_one_run_directory_written_by_rank_0(log_root):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = only_run_dir(log_root)
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == [0, 1, 2]  # one writer: no duplicated lines
     assert [m["env_steps"] for m in metrics] == [2 * STEPS_PER_RANK_ITERATION * (WARM_UP + i + 1) for i in range(3)]
     assert sorted(p.name for p in (run_dir / "ranks").iterdir()) == ["rank_0.log", "rank_1.log"]
@@ -92,7 +93,7 @@ def test_each_torchrun_without_a_job_id_starts_a_new_run(log_root):
     runs = sorted(p for p in (log_root / TASK).iterdir() if not p.name.startswith("."))
     assert len(runs) == 2, runs
     for run_dir in runs:
-        assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2]
+        assert [m["iteration"] for m in read_metrics(run_dir / "metrics.jsonl")] == [0, 1, 2]
 
 
 def test_torchruns_default_job_id_continues_only_its_own_restarts(tmp_path):
@@ -155,7 +156,7 @@ def test_builtin_launcher_returns_rank_results_with_identical_parameters(log_roo
     assert len(digests) == 1  # bit-identical weights and normaliser on both ranks
     assert digests == {checkpoint_sha256(Path(summary["checkpoint"]))}
     assert summary["ranks"]["1"]["checkpoint"] is None  # only rank 0 writes checkpoints
-    metrics = read_jsonl(Path(summary["run_dir"]) / "metrics.jsonl")
+    metrics = read_metrics(Path(summary["run_dir"]) / "metrics.jsonl")
     assert all(0 < m["collective_s"] < m["collection_s"] + m["learning_s"] for m in metrics)
 
 
@@ -198,7 +199,7 @@ def test_two_nodes_on_one_machine(log_root, rendezvous):
     assert summaries[0]["run_dir"] == summaries[1]["run_dir"]  # rank 0's choice reached both nodes
     headers = [line for out, _ in outputs for line in out.splitlines() if line.startswith("nodes ")]
     assert headers in (["nodes node0: rank 0 | node1: rank 1"], ["nodes node1: rank 0 | node0: rank 1"])
-    assert read_jsonl(Path(summaries[0]["run_dir"]) / "metrics.jsonl")[-1]["env_steps"] == (WARM_UP + 3) * 2 * 256
+    assert read_metrics(Path(summaries[0]["run_dir"]) / "metrics.jsonl")[-1]["env_steps"] == (WARM_UP + 3) * 2 * 256
 
 
 def test_nodes_given_different_configs_stop_before_training(log_root):
@@ -281,7 +282,7 @@ def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_
     scores = {}
     for name, result in (("one", one), ("two", two)):
         assert result.returncode == 0, result.stderr[-2000:]
-        metrics = read_jsonl(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
+        metrics = read_metrics(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
         assert metrics[-1]["env_steps"] == (WARM_UP + 40) * 256 * 32
         last5 = sum(m["mean_step_reward"] for m in metrics[-5:]) / 5
         scores[name] = last5

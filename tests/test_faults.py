@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, TINY_RUN, WARM_UP, free_port, read_jsonl, run_cli, run_main
+from conftest import BIN, TINY_RUN, WARM_UP, free_port, run_cli, run_main
 
 from mjrl.distributed.context import single_process
 from mjrl.distributed.preemption import Preempted, StopFlag
+from mjrl.metrics_file import read_metrics
 from mjrl.runner.config import TrainConfig
 from mjrl.runner.hooks import LoopHook
 from mjrl.runner.start import train
@@ -125,7 +126,7 @@ def log_root(tmp_path: Path):
 def test_sigkill_of_a_worker_stops_the_job_within_seconds(log_root):
     job = Job(*BASE, "--runner.max-iterations", "200", "--nproc-per-node", "2", log_root=log_root)
     run_dir = job.run_dir()
-    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
+    wait_for(lambda: len(read_metrics(run_dir / "metrics.jsonl")) >= 1)
     pid = worker_pids(run_dir)[1][0]
     killed = time.monotonic()
     os.kill(pid, signal.SIGKILL)
@@ -163,7 +164,7 @@ def test_a_failure_on_one_node_stops_the_other_node(log_root):
     ]
     nodes = [Job(*args, log_root=log_root) for _ in range(2)]
     run_dir = nodes[0].run_dir()
-    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
+    wait_for(lambda: len(read_metrics(run_dir / "metrics.jsonl")) >= 1)
     killed = time.monotonic()
     os.kill(worker_pids(run_dir)[1][0], signal.SIGKILL)
     codes = [node.wait() for node in nodes]
@@ -177,7 +178,7 @@ def test_a_stopped_worker_is_detected_within_the_hang_timeout(log_root):
         *BASE, "--runner.max-iterations", "500", "--nproc-per-node", "2", "--hang-timeout-s", "4", log_root=log_root
     )
     run_dir = job.run_dir()
-    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 1)
+    wait_for(lambda: len(read_metrics(run_dir / "metrics.jsonl")) >= 1)
     stopped = time.monotonic()
     os.kill(worker_pids(run_dir)[1][0], signal.SIGSTOP)
     assert job.wait() == 1
@@ -202,7 +203,7 @@ def test_a_slow_final_phase_on_rank_0_is_not_a_hang(log_root):
 
 
 def assert_complete_history(run_dir: Path, iterations: int, ranks: int = 2) -> None:
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(iterations))
     assert [m["env_steps"] for m in metrics] == [(WARM_UP + i + 1) * ranks * 16 * 16 for i in range(iterations)]
 
@@ -247,10 +248,10 @@ def test_sigterm_to_the_launcher_checkpoints_and_resume_continues(log_root):
         log_root=log_root,
     )
     run_dir = job.run_dir()
-    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 3)
+    wait_for(lambda: len(read_metrics(run_dir / "metrics.jsonl")) >= 3)
     job.proc.send_signal(signal.SIGTERM)
     assert job.wait() == 128 + signal.SIGTERM
-    done = len(read_jsonl(run_dir / "metrics.jsonl"))
+    done = len(read_metrics(run_dir / "metrics.jsonl"))
     # No periodic one was due (interval 1000). A signal that lands in a rollout also has rank 0
     # checkpoint the iteration before at once; the stop's own checkpoint supersedes that one.
     checkpoints = [p.name for p in (run_dir / "checkpoints").glob("model_*.pt")]
@@ -260,7 +261,7 @@ def test_sigterm_to_the_launcher_checkpoints_and_resume_continues(log_root):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resuming at iteration {done}" in result.stdout  # one process: launch options are not resumed
-    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == list(range(done + 2))
+    assert [m["iteration"] for m in read_metrics(run_dir / "metrics.jsonl")] == list(range(done + 2))
 
 
 def test_sigterm_to_one_rank_stops_every_rank_after_the_same_iteration(log_root):
@@ -271,11 +272,11 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_iteration(log_root)
         log_root=log_root,
     )  # fmt: skip
     run_dir = job.run_dir()
-    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 3)
+    wait_for(lambda: len(read_metrics(run_dir / "metrics.jsonl")) >= 3)
     os.kill(worker_pids(run_dir)[1][0], signal.SIGTERM)  # rank 1 only
     assert job.wait() == 128 + signal.SIGTERM, job.stderr[-2000:]
     assert "train: stopped by SIGTERM" in job.stderr
-    done = len(read_jsonl(run_dir / "metrics.jsonl"))
+    done = len(read_metrics(run_dir / "metrics.jsonl"))
     assert [p.name for p in (run_dir / "checkpoints").glob("model_*.pt")] == [f"model_{done:06d}.pt"]
     rank_1_iterations = re.findall(r"^rank 1 it (\d+):", (run_dir / "ranks" / "rank_1.log").read_text(), re.M)
     assert int(rank_1_iterations[-1]) == done
@@ -295,7 +296,7 @@ def test_a_truncated_newest_checkpoint_is_skipped_on_resume(log_root):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "skipping" in result.stderr and "model_000004.pt" in result.stderr
     assert "resuming at iteration 2" in result.stdout
-    assert [m["iteration"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3, 4]
+    assert [m["iteration"] for m in read_metrics(run_dir / "metrics.jsonl")] == [0, 1, 2, 3, 4]
 
 
 # ------------------------------------------------------------------ numbers and bad input
@@ -306,7 +307,7 @@ def test_nonfinite_actions_reset_only_the_affected_envs(log_root):
         "train", TASK, *BASE, "--log-root", str(log_root), "--runner.max-iterations", "3", "--fault", "nan@0:1"
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    metrics = read_jsonl(next((log_root / TASK).glob("20*")) / "metrics.jsonl")
+    metrics = read_metrics(next((log_root / TASK).glob("20*")) / "metrics.jsonl")
     assert [m["nonfinite_resets"] for m in metrics] == [0, 8 * 16, 0]  # half of 16 envs, every step
     assert all(m["value_loss"] is not None for m in metrics)  # updates stayed finite
     # The NaN envs are masked out of the reward statistics, not spread over them.

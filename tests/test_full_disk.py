@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
+from conftest import TINY_RUN, last_json, run_cli, run_main
+
+from mjrl.metrics_file import read_metrics
 
 TASK = "Mjrl-Cartpole-Balance"
 
@@ -42,7 +44,7 @@ def test_a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_run
     # Room again: the run goes on from its last checkpoint, each iteration logged once.
     again = run_main("train", TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "4")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [row["iteration"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
+    assert [row["iteration"] for row in read_metrics(run_dir / "metrics.jsonl")] == [0, 1, 2, 3]
 
 
 def test_a_metrics_line_that_cannot_be_written_is_cut_back_to_the_last_whole_line(log_root):
@@ -57,7 +59,7 @@ def test_a_metrics_line_that_cannot_be_written_is_cut_back_to_the_last_whole_lin
     assert metrics.read_text().endswith("\n")
     again = run_main("train", TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "3")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [row["iteration"] for row in read_jsonl(metrics)] == [0, 1, 2]
+    assert [row["iteration"] for row in read_metrics(metrics)] == [0, 1, 2]
 
 
 @pytest.mark.heavy

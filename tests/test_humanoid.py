@@ -14,11 +14,12 @@ import onnxruntime
 import pytest
 import torch
 import yaml
-from conftest import TINY_RUN, read_jsonl, run_main
+from conftest import TINY_RUN, run_main
 
 from mjrl.envs import Robot, RobotConfig, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
+from mjrl.metrics_file import read_metrics
 from mjrl.rl.networks import ActorCritic
 from mjrl.sim import Scene
 from mjrl.sim.terrain import TerrainConfig
@@ -473,7 +474,7 @@ def test_the_cpu_preset_trains_the_legs_and_logs_the_biped_terms(log_root):
     result = run_main("train", TASK, "--preset", "cpu-humanoid", *TINY_RUN, *one, "--log-root", str(log_root))
     assert result.returncode == 0, result.stderr[-2000:]
     (run_dir,) = (log_root / TASK).iterdir()
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir / "metrics.jsonl")
     for term in ("feet_gait", "gait_joints", "upright", "posture", "feet_tilt", "self_collisions"):
         assert f"reward/{term}" in metrics[-1]
     for term in ("feet_air_time", "termination", "flat_orientation"):  # replaced for the biped

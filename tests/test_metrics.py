@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_RUN, read_jsonl, run_main
+from conftest import TINY_RUN, run_main
 
 from mjrl.distributed.packing import NamedPack
+from mjrl.metrics_file import read_metrics
 from mjrl.rl.statistics import explained_variance, rollout_sums
 
 # The keys of metrics.jsonl of both cartpole tasks before issue 12, plus clip_fraction and
@@ -41,7 +42,7 @@ CARTPOLE_KEYS = [
 def test_metrics_keys_of_the_cartpole_tasks(task, log_root):
     result = run_main("train", task, *TINY_RUN, "--log-root", str(log_root), "--runner.max-iterations", "2")
     assert result.returncode == 0, result.stderr[-2000:]
-    metrics = read_jsonl(next((log_root / task).glob("20*")) / "metrics.jsonl")
+    metrics = read_metrics(next((log_root / task).glob("20*")) / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == [0, 1]
     # Balance trains with symmetry augmentation, which logs how far the policy is from symmetric.
     keys = sorted(CARTPOLE_KEYS + ["symmetry_loss"] * (task == "Mjrl-Cartpole-Balance"))

@@ -12,10 +12,11 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from conftest import DEVICE, last_json, read_jsonl, run_cli, run_main
+from conftest import DEVICE, last_json, run_cli, run_main
 
 from mjrl.envs import VecEnv
 from mjrl.envs import terms as mdp
+from mjrl.metrics_file import read_metrics
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity.commands import COMMAND
 from mjrl.tasks.velocity.config import RandomizationConfig
@@ -286,7 +287,7 @@ def test_two_iterations_through_the_cli(log_root, ranks):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (log_root / "Mjrl-Velocity-Flat-Quadruped").glob("20*")
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir / "metrics.jsonl")
     assert len(metrics) == 2
     assert metrics[-1]["env_steps"] == (1 + 2) * 8 * 8 * ranks  # the normaliser warm-up, then 2 iterations
     if ranks > 1:
@@ -316,5 +317,5 @@ def test_first_update_is_no_larger_than_later_ones(log_root):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (log_root / "Mjrl-Velocity-Flat-Quadruped").glob("20*")
-    kl = [line["mean_kl"] for line in read_jsonl(run_dir / "metrics.jsonl")]
+    kl = [line["mean_kl"] for line in read_metrics(run_dir / "metrics.jsonl")]
     assert kl[0] <= 5 * statistics.median(kl[4:]), kl

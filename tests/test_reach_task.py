@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import reach_task  # registers Test-Reach-Arm
 import torch
-from conftest import last_json, read_jsonl, run_main
+from conftest import last_json, run_main
 
 from mjrl.envs import ObsTerm, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
+from mjrl.metrics_file import read_metrics
 
 ITERATIONS = 150  # 230k env steps: about 20 s on this project's 2-core CPU
 
@@ -25,7 +26,7 @@ def test_ppo_teaches_a_fixed_base_arm_to_reach_its_targets(tmp_path):
                       str(ITERATIONS), "--log-root", str(tmp_path))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(last_json(result.stdout)["run_dir"])
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir / "metrics.jsonl")
     untrained = -metrics[0]["reward/distance"]  # mean fingertip distance per step, first rollout
     assert untrained > 0.3
     play = run_main("play", "Test-Reach-Arm", "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "16")

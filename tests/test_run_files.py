@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import multiprocessing
 import os
 import shutil
@@ -13,10 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import TINY_RUN, last_json, read_jsonl, run_cli, run_main
+from conftest import TINY_RUN, last_json, run_cli, run_main
 
 from mjrl.checkpoint import FORMAT, load_checkpoint, save_checkpoint
 from mjrl.errors import UsageError
+from mjrl.metrics_file import read_metrics
 from mjrl.runner.run_dir import claim_run_dir
 from mjrl.tasks import load_task
 from mjrl.tools.trained import load_trained
@@ -71,7 +73,24 @@ def test_resume_skips_a_torn_last_metrics_line(log_root):
     resumed = train(log_root, "--runner.max-iterations", "3", "--resume-dir", str(run_dir))
     assert "warning: skipping damaged line 3 of" in resumed.stderr
     assert "Traceback" not in resumed.stderr
-    assert [m["iteration"] for m in read_jsonl(metrics)] == [0, 1, 2]
+    assert [m["iteration"] for m in read_metrics(metrics)] == [0, 1, 2]
+
+
+def test_metrics_have_one_reader_with_one_rule_for_a_damaged_line(tmp_path: Path, capsys) -> None:
+    """`read_metrics` is what resumes, plots and benchmarks read a run with: a line cut short
+    (the last one, a run still writing it or a crash) or damaged anywhere is skipped with a
+    warning naming it, never raised."""
+    whole = [{"iteration": 0, "mean_kl": 0.1}, {"iteration": 1, "mean_kl": 0.2}]
+    text = "".join(json.dumps(row) + "\n" for row in whole)
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(text + "\n" + '{"iteration": 2, "mean_')
+    assert read_metrics(tmp_path) == read_metrics(metrics) == whole  # the run directory or its file
+    assert capsys.readouterr().err.count(f"warning: skipping damaged line 4 of {metrics}") == 2
+    metrics.write_text('{"iteration": 0, "mean_\n[1, 2]\n{"iteration": "x"}\n' + text)
+    assert read_metrics(metrics) == whole
+    assert [f"line {n} " in capsys.readouterr().err for n in (1, 2, 3)] == [True] * 3
+    with pytest.raises(FileNotFoundError):
+        read_metrics(tmp_path / "elsewhere")
 
 
 def reproduce(config: Path, log_root: Path, *extra: str, launcher: bool = False) -> Path:
@@ -115,7 +134,7 @@ def test_resume_keeps_the_original_config_and_its_reproduction_starts_afresh(log
     assert resumed["runner"]["max_iterations"] == 2 and "resume_dir" not in resumed
     again = reproduce(first / "config.yaml", log_root)
     assert again != first  # a new run, not a continuation of the old one
-    assert [m["iteration"] for m in read_jsonl(again / "metrics.jsonl")] == [0]
+    assert [m["iteration"] for m in read_metrics(again / "metrics.jsonl")] == [0]
 
 
 def test_a_resume_continues_with_the_runs_own_config_which_flags_change(log_root):
@@ -133,7 +152,7 @@ def test_a_resume_continues_with_the_runs_own_config_which_flags_change(log_root
     train(log_root, "--runner.max-iterations", "3", "--resume", "True", "--algorithm.entropy-coef", "0.0")
     again = yaml.safe_load((first / "config.resume-000002.yaml").read_text())
     assert again["seed"] == 5 and again["algorithm"]["entropy_coef"] == 0.0
-    assert [m["iteration"] for m in read_jsonl(first / "metrics.jsonl")] == [0, 1, 2]
+    assert [m["iteration"] for m in read_metrics(first / "metrics.jsonl")] == [0, 1, 2]
 
 
 def test_a_gpu_checkpoint_resumes_on_the_cpu(log_root):
@@ -272,7 +291,7 @@ def _resume_old_run(tmp_path: Path, damage=None) -> tuple[Path, list[dict]]:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming at iteration 2" in result.stdout
-    return run_dir, read_jsonl(run_dir / "metrics.jsonl")[2:]
+    return run_dir, read_metrics(run_dir / "metrics.jsonl")[2:]
 
 
 def _matches_recorded(resumed: list[dict]) -> bool:

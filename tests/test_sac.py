@@ -16,6 +16,7 @@ from capture import EmulatedGraph
 from conftest import DEVICE
 
 from mjrl.distributed.context import single_process
+from mjrl.metrics_file import read_metrics
 from mjrl.rl.critics import n_step_returns, project_onto_support
 from mjrl.rl.networks import SquashedGaussianPolicy
 from mjrl.rl.storage import Field, ReplayRing
@@ -130,7 +131,7 @@ TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collecti
 
 
 def learned(runner) -> list[dict]:
-    lines = [json.loads(line) for line in (runner.run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = read_metrics(runner.run_dir)
     return [{k: v for k, v in line.items() if k not in TIMINGS} for line in lines]
 
 
@@ -215,7 +216,7 @@ def test_a_student_distils_from_a_sac_teacher(tmp_path):
                        "--algorithm.teacher", run_dir, "--algorithm.num-mini-batches", "2",
                        "--runner.max-iterations", "1", "--log-root", str(tmp_path))  # fmt: skip
     assert student.returncode == 0, student.stderr[-2000:]
-    metrics = json.loads(Path(last_json(student.stdout)["run_dir"], "metrics.jsonl").read_text().splitlines()[-1])
+    metrics = read_metrics(Path(last_json(student.stdout)["run_dir"]))[-1]
     assert math.isfinite(metrics["behavior_loss"])
 
 
@@ -232,7 +233,7 @@ def test_play_repeats_a_sac_runs_last_evaluation(tmp_path):
                        "--log-root", str(tmp_path))  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-2000:]
     run_dir = Path(last_json(trained.stdout)["run_dir"])
-    evaluated = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    evaluated = read_metrics(run_dir)[-1]
     played = run_main("play", "Mjrl-Cartpole-Balance", "--run-dir", str(run_dir), "--device", DEVICE,
                       "--episodes", "4", "--seed", str(42 + 1_000_003))  # fmt: skip
     assert played.returncode == 0, played.stderr[-2000:]

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY_RUN, last_json, read_jsonl, run_main
+from conftest import TINY_RUN, last_json, run_main
+
+from mjrl.metrics_file import read_metrics
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # These run in another environment: the reference venv, which has rsl_rl
@@ -57,22 +59,6 @@ def test_scripts_share_helpers_through_common_only() -> None:
                 continue
             imports |= {(path.stem, m.split(".")[0]) for m in modules if m.split(".")[0] in scripts}
     assert imports <= allowed, f"scripts importing other scripts: {sorted(imports - allowed)}"
-
-
-def test_the_metrics_reader_leaves_out_a_last_line_cut_short(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    from common import read_metrics
-
-    whole = [{"iteration": 0, "mean_kl": 0.1}, {"iteration": 1, "mean_kl": 0.2}]
-    text = "".join(json.dumps(row) + "\n" for row in whole)
-    (tmp_path / "metrics.jsonl").write_text(text + "\n" + '{"iteration": 2, "mean_')  # a run still writing
-    assert read_metrics(tmp_path) == whole
-    (tmp_path / "metrics.jsonl").write_text(text)
-    assert read_metrics(tmp_path) == whole
-    # Damage anywhere else is not a line being written: it is reported, not skipped.
-    (tmp_path / "metrics.jsonl").write_text('{"iteration": 0, "mean_\n' + text)
-    with pytest.raises(json.JSONDecodeError):
-        read_metrics(tmp_path)
 
 
 def test_commands_run_the_environments_own_train_and_play(monkeypatch, tmp_path: Path) -> None:
@@ -357,7 +343,7 @@ def test_bench_parity_prints_each_seeds_final_return_and_reads_a_seed_already_ru
     args = ["Mjrl-Cartpole-Balance", "--iterations", "2", "--seeds", "1", "--log-root", str(tmp_path)]
     args += ["--label", "tiny"]
     first = run_script("bench_parity", *args, "--", *tiny).stdout.strip()
-    rows = read_jsonl(tmp_path / "tiny" / "seed-1" / "metrics.jsonl")
+    rows = read_metrics(tmp_path / "tiny" / "seed-1" / "metrics.jsonl")
     assert [row["iteration"] for row in rows] == [0, 1]
     final = sum(row["mean_episode_return"] for row in rows) / 2
     assert first == f"| Mjrl-Cartpole-Balance | tiny | 1 | {final:.0f} | {final:.0f} | {final:.0f} |"

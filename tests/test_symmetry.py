@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN, last_json, read_jsonl, run_main
+from conftest import TINY_RUN, last_json, run_main
 
 from mjrl.distributed.context import single_process
 from mjrl.envs import Robot, VecEnv, symmetry_problem
 from mjrl.envs import terms as mdp
 from mjrl.errors import UsageError
+from mjrl.metrics_file import read_metrics
 from mjrl.mirror import ColumnMirror
 from mjrl.obs_spec import flat_spec
 from mjrl.rl import PpoConfig, SymmetryConfig, check_agent_config, make_algorithm
@@ -304,7 +305,7 @@ def test_the_quadruped_trains_with_augmentation_and_the_mirror_loss_and_logs_it(
                       "--algorithm.symmetry.augment", "True", "--algorithm.symmetry.mirror-loss-coef", "0.1",
                       "--log-root", str(log_root))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = read_jsonl(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
+    rows = read_metrics(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
     assert [row["iteration"] for row in rows] == [0, 1]
     assert all(0 < row["symmetry_loss"] < 100 for row in rows)
 

@@ -12,13 +12,14 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_RUN, TWO_RANK_RUN, last_json, read_jsonl, run_main
+from conftest import TINY_RUN, TWO_RANK_RUN, last_json, run_main
 
 from mjrl.checkpoint import load_checkpoint
 from mjrl.envs import Robot, VecEnv
 from mjrl.envs import terms as mdp
 from mjrl.envs.terrain import TerrainState
 from mjrl.errors import UsageError
+from mjrl.metrics_file import read_metrics
 from mjrl.sim import Scene, TerrainConfig, generate_terrain, register_terrain_type, terrain_types
 from mjrl.tasks import load_task
 from mjrl.tasks.velocity.commands import COMMAND
@@ -165,7 +166,7 @@ def test_a_terrain_type_registered_by_a_test_is_generated_and_served_by_the_curr
                       "--runner.eval-interval", "0", *small, "--env.terrain.types", "rough", "test_ridge",
                       "--log-root", str(log_root))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = read_jsonl(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
+    rows = read_metrics(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
     assert 0 <= rows[-1]["terrain/mean_level/test_ridge"] <= 2
     unknown = run_main("train", ROUGH.name, *TINY_RUN, "--env.terrain.types", "moon", "--log-root", str(log_root))
     assert unknown.returncode == 2 and "test_ridge" in unknown.stderr  # the registered types are named
@@ -319,7 +320,7 @@ def test_the_rough_task_trains_logs_its_curriculum_and_plays_on_one_row(log_root
                      "--runner.eval-interval", "0", *small, "--log-root", str(log_root))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(last_json(result.stdout)["run_dir"])
-    rows = read_jsonl(run_dir / "metrics.jsonl")
+    rows = read_metrics(run_dir / "metrics.jsonl")
     assert len(rows) == 2
     types = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down")
     assert all(0 <= rows[-1][f"terrain/mean_level/{t}"] <= 2 for t in types)
@@ -399,7 +400,7 @@ def test_a_two_rank_resume_gives_each_rank_its_own_rows_and_episode_window(log_r
     assert len(saved) == 2
     # The rows saved are those the ranks trained on: their mean is the last iteration's gauge.
     levels = torch.cat([rank["terrain_level"] for rank in saved]).double()
-    assert levels.mean().item() == pytest.approx(read_jsonl(run_dir / "metrics.jsonl")[-1]["terrain/mean_level"])
+    assert levels.mean().item() == pytest.approx(read_metrics(run_dir / "metrics.jsonl")[-1]["terrain/mean_level"])
     assert not torch.equal(saved[0]["terrain_level"], saved[1]["terrain_level"])
     assert all(rank["episodes_finished"] > 0 for rank in saved)
 

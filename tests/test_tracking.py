@@ -15,6 +15,7 @@ import torch
 from conftest import DEVICE, last_json, run_cli, run_main
 
 from mjrl.envs import VecEnv
+from mjrl.metrics_file import read_metrics
 from mjrl.motion import load_motion, save_motion
 from mjrl.tasks import load_task
 from mjrl.tasks.tracking import terminations
@@ -140,7 +141,7 @@ def test_a_recorded_motion_trains_and_exports_with_its_reference_inputs(tmp_path
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     run_dir = Path(json.loads(run.stdout.strip().splitlines()[-1])["run_dir"])
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    metrics = read_metrics(run_dir)
     assert all(0 < m["tracking/body_pos_error/left_foot"] < 1.0 for m in metrics)
     sidecar = json.loads((run_dir / "exported" / "policy.onnx.json").read_text())
     reference = sidecar["reference_inputs"]

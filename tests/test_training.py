@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import WARM_UP, last_json, read_jsonl, run_cli, run_main
+from conftest import WARM_UP, last_json, run_cli, run_main
 
 from mjrl.checkpoint import list_checkpoints, load_checkpoint
 from mjrl.config import apply_dict
 from mjrl.envs import VecEnv
+from mjrl.metrics_file import read_metrics
 from mjrl.rl import build_actor_critic
 from mjrl.runner.config import TrainConfig
 from mjrl.tasks import load_task
@@ -55,7 +56,7 @@ def test_short_run_learns_and_writes_a_complete_run_directory(log_root):
     summary = train(log_root, "--runner.max-iterations", "60", "--runner.save-interval", "30", "--run-name", "learn")
     run_dir = Path(summary["run_dir"])
     assert run_dir.parent == log_root / TASK and run_dir.name.endswith("_learn")
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(60))
     assert metrics[-1]["env_steps"] == (WARM_UP + 60) * 64 * 32
     required = {
@@ -135,7 +136,7 @@ def test_resume_continues_iterations_without_repeats(log_root):
     (run_dir / "checkpoints" / "model_000005.pt").unlink()
     second = train(log_root, "--runner.max-iterations", "7", "--resume", "True")
     assert second["run_dir"] == str(run_dir)
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir / "metrics.jsonl")
     assert [m["iteration"] for m in metrics] == list(range(7))
     steps = [m["env_steps"] for m in metrics]
     assert steps == [(WARM_UP + i + 1) * 64 * 32 for i in range(7)]
@@ -143,7 +144,7 @@ def test_resume_continues_iterations_without_repeats(log_root):
     # max-iterations counts the whole run: resuming a finished run does no more iterations.
     third = train(log_root, "--runner.max-iterations", "7", "--resume-dir", str(run_dir))
     assert third["iterations"] == 7
-    assert len(read_jsonl(run_dir / "metrics.jsonl")) == 7
+    assert len(read_metrics(run_dir / "metrics.jsonl")) == 7
 
 
 def test_a_cpu_run_prints_nothing_on_stderr(log_root):

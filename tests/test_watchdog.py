@@ -16,6 +16,7 @@ import torch.distributed as dist
 from conftest import free_port
 
 from mjrl.distributed.watchdog import Watchdog, _ends_within
+from mjrl.metrics_file import read_metrics
 
 
 class CountingStore:
@@ -204,13 +205,13 @@ def test_replayed_iterations_feed_the_watchdog_and_a_stall_among_them_is_still_c
     hang timeout is not killed; a rank that stops among them (8 s, `--fault slow`) is."""
     from pathlib import Path
 
-    from conftest import last_json, read_jsonl, run_cli
+    from conftest import last_json, run_cli
 
     env = {"PYTHONPATH": str(Path(__file__).parent)}
     calm = run_cli("train", *REPLAYED_RUN, "--runner.max-iterations", "50", "--log-root", str(tmp_path / "calm"),
                    env=env)  # fmt: skip
     assert calm.returncode == 0, calm.stderr[-3000:]
-    metrics = read_jsonl(Path(last_json(calm.stdout)["run_dir"]) / "metrics.jsonl")
+    metrics = read_metrics(Path(last_json(calm.stdout)["run_dir"]) / "metrics.jsonl")
     replayed_s = sum(m["collection_s"] + m["learning_s"] for m in metrics[2:])  # iteration 1 is captured
     assert replayed_s > 2.0 * 1.5, f"the replayed iterations took only {replayed_s:.1f} s: make them longer"
     stalled = run_cli("train", *REPLAYED_RUN, "--runner.max-iterations", "1000", "--fault", "slow@0:4",

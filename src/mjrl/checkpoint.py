@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from mjrl.compat import upgrade_checkpoint
-from mjrl.errors import UsageError, cannot_write
+from mjrl.errors import RESUME_HINT, UsageError, cannot_write
 from mjrl.files import atomic_target
 
 FORMAT = 2
@@ -41,9 +41,6 @@ _NAME = re.compile(r"^model_(\d+)\.pt$")
 
 def checkpoint_path(run_dir: Path, iteration: int) -> Path:
     return run_dir / "checkpoints" / f"model_{iteration:06d}.pt"
-
-
-RESUME_HINT = "continue with --resume True"
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:

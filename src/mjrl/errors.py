@@ -2,6 +2,9 @@
 
 import errno
 
+RESUME_HINT = "continue with --resume True"
+"""What to do after a write a run needed failed: its checkpoints and metrics are whole."""
+
 
 class UsageError(Exception):
     """Bad input from the user: the CLI prints the message on one line and exits with code 2."""

@@ -1,81 +1,14 @@
-"""Where metrics go: metrics.jsonl (always), TensorBoard or WandB (on request), the console."""
+"""Where metrics go besides metrics.jsonl (`mjrl.metrics_file`): TensorBoard or WandB (on
+request), the console."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
-
-from mjrl.checkpoint import RESUME_HINT
-from mjrl.errors import cannot_write
-from mjrl.files import atomic_target
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The iterations in metrics.jsonl. A damaged line (the last one cut short by a crash or a
-    power loss) is skipped with a warning: a resume must not fail, and every elastic restart
-    with it, because of one log line. Its iteration is run again, so it is written anew."""
-    if not path.is_file():
-        return []
-    rows = []
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            row = None
-        if not isinstance(row, dict) or not isinstance(row.get("iteration"), int):
-            print(f"warning: skipping damaged line {number} of {path}", file=sys.stderr, flush=True)
-            continue
-        rows.append(row)
-    return rows
-
-
-class MetricsFile:
-    """metrics.jsonl: one JSON object per iteration. On resume, lines of iterations that will be
-    run again are dropped first, so every iteration appears exactly once."""
-
-    def __init__(self, path: Path, start_iteration: int):
-        self.path = path
-        kept = [m for m in read_metrics(path) if m["iteration"] < start_iteration]
-        with atomic_target(path, RESUME_HINT) as tmp, tmp.open("w") as f:
-            f.write("".join(json.dumps(m) + "\n" for m in kept))
-            f.flush()
-            os.fsync(f.fileno())
-        self.file = path.open("a", buffering=1)
-
-    def write(self, metrics: dict[str, Any]) -> None:
-        """Append one line, whole or not at all: a write the filesystem refuses is cut back to
-        the previous line and raised as an `OutputError`."""
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
-        end = self.file.tell()
-        try:
-            self.file.write(json.dumps(clean) + "\n")
-            self.file.flush()
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                self.file.close()  # drops what its buffer still holds
-            with contextlib.suppress(OSError):
-                os.truncate(self.path, end)  # shrinking a file needs no space
-            raise cannot_write(self.path, exc, RESUME_HINT) from exc
-
-    def sync(self) -> None:
-        """Flush the lines to disk; called before each checkpoint, so that after a power loss
-        the file holds at least the iterations of the newest checkpoint."""
-        try:
-            self.file.flush()
-            os.fsync(self.file.fileno())
-        except OSError as exc:
-            raise cannot_write(self.path, exc, RESUME_HINT) from exc
-
-    def close(self) -> None:
-        self.file.close()
 
 
 def _wandb_reachable(timeout: float = 2.0) -> bool:

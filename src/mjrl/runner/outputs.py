@@ -10,13 +10,16 @@ from typing import Any
 
 import yaml
 
-from mjrl.checkpoint import RESUME_HINT, remove_stale_temporaries
+from mjrl.checkpoint import remove_stale_temporaries
 from mjrl.config import to_dict
 from mjrl.distributed import DistContext
 from mjrl.envs import VecEnv
+from mjrl.errors import RESUME_HINT
 from mjrl.files import make_dirs, write_text
+from mjrl.metrics_file import NAME as METRICS
+from mjrl.metrics_file import MetricsFile
 from mjrl.runner.config import TrainConfig, experiment_config
-from mjrl.runner.loggers import MetricsFile, RankLog, Tracker, console_line
+from mjrl.runner.loggers import RankLog, Tracker, console_line
 from mjrl.runner.state import TrainingState
 from mjrl.sim.render import pick_gl_backend
 from mjrl.tools.video import ClipRecorder
@@ -57,7 +60,7 @@ class RunOutputs:
             return
         remove_stale_temporaries(self.run_dir)
         self._write_config(task_name, given, resumed_at)
-        self.metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", state.iteration)
+        self.metrics_file = MetricsFile(self.run_dir / METRICS, state.iteration)
         self.tracker = Tracker(
             cfg.logger, self.run_dir, to_dict(cfg), cfg.wandb_project, cfg.run_name, state.tracker_id, state.iteration
         )

@@ -5,7 +5,6 @@ matplotlib is imported inside `plot_runs` only: `train` and `play` never pay for
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +14,8 @@ import numpy as np
 
 from mjrl.errors import UsageError
 from mjrl.files import atomic_target, make_dirs, prepare_output_file
+from mjrl.metrics_file import NAME as METRICS
+from mjrl.metrics_file import read_metrics
 
 XAxis = Literal["iteration", "env_steps", "wall_s"]
 X_LABELS = {"iteration": "iteration", "env_steps": "env steps", "wall_s": "wall time (s)"}
@@ -26,22 +27,14 @@ MAX_COLUMNS = 3
 
 
 def read_run_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The iterations of a run. A last line cut short (a run still writing) is left out."""
-    path = run_dir / "metrics.jsonl"
+    """The iterations of a run (`read_metrics`' rule for a bad line), or one line of why not."""
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run directory")
-    if not path.is_file():
-        raise UsageError(f"{run_dir} has no metrics.jsonl")
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number < len(lines):
-                raise UsageError(f"{path}: line {number} is not JSON") from None
+    if not (run_dir / METRICS).is_file():
+        raise UsageError(f"{run_dir} has no {METRICS}")
+    rows = read_metrics(run_dir)
     if not rows:
-        raise UsageError(f"{path} holds no iterations yet")
+        raise UsageError(f"{run_dir / METRICS} holds no iterations yet")
     return rows
 
 
