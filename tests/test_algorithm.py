@@ -17,9 +17,9 @@ import mjrl.tools
 from mjrl.distributed.context import single_process
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
-from mjrl.rl.algorithm import rollout_step
+from mjrl.rl.algorithm import NonFiniteUpdate, rollout_step
 from mjrl.rl.config import SacConfig
-from mjrl.rl.ppo import PPO, NonFiniteUpdate
+from mjrl.rl.ppo import PPO
 from mjrl.tasks import load_task
 
 TASK = load_task("Mjrl-Cartpole-Balance")

@@ -100,7 +100,7 @@ def test_a_ranks_devices_follow_its_local_rank():
     cuda:r, and Warp's device is that one, named with its index (never Warp's current device)."""
     import torch
 
-    from mjrl.distributed.context import pick_cuda_device
+    from mjrl.distributed.devices import pick_cuda_device
     from mjrl.sim.simulation import warp_device_name
 
     for local_rank in range(4):

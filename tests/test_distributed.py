@@ -293,7 +293,7 @@ def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_
 def test_one_named_gpu_is_refused_for_several_ranks_per_node(log_root):
     """`--device cuda:N` would put every rank of the node on GPU N. Refused before any CUDA
     query, so this holds on machines with any number of GPUs (none here, or several)."""
-    from mjrl.distributed.context import resolve_device
+    from mjrl.distributed.devices import resolve_device
     from mjrl.errors import UsageError
 
     with pytest.raises(UsageError, match="--device cuda:1 names one GPU"):
@@ -321,7 +321,7 @@ def test_one_named_gpu_is_refused_for_several_ranks_per_node(log_root):
     ],
 )
 def test_each_rank_gets_a_cuda_device_of_its_own(spec, local_rank, local_world_size, count, own, expected):
-    from mjrl.distributed.context import _named_cuda_index, pick_cuda_device
+    from mjrl.distributed.devices import _named_cuda_index, pick_cuda_device
 
     assert pick_cuda_device(spec, _named_cuda_index(spec), local_rank, local_world_size, count, own) == expected
 
@@ -340,7 +340,7 @@ def test_each_rank_gets_a_cuda_device_of_its_own(spec, local_rank, local_world_s
 def test_devices_that_ranks_would_share_or_that_do_not_exist_are_refused(
     spec, local_rank, local_world_size, count, own, message
 ):
-    from mjrl.distributed.context import _named_cuda_index, pick_cuda_device
+    from mjrl.distributed.devices import _named_cuda_index, pick_cuda_device
     from mjrl.errors import UsageError
 
     with pytest.raises(UsageError, match=re.escape(message)):
@@ -359,7 +359,7 @@ def test_devices_that_ranks_would_share_or_that_do_not_exist_are_refused(
     ],
 )
 def test_per_rank_gpu_isolation_is_recognised(local_world_size, count, visible, own):
-    from mjrl.distributed.context import ranks_have_own_devices
+    from mjrl.distributed.devices import ranks_have_own_devices
 
     assert ranks_have_own_devices(local_world_size, count, visible) is own
 
@@ -378,7 +378,7 @@ def _fake_cuda(monkeypatch, count: int, visible: str | None) -> None:
 def test_resolve_device_uses_the_gpu_a_rank_was_given(monkeypatch):
     """Under SLURM --gpus-per-task=1 each of a node's 8 ranks sees one GPU: it must use it,
     not cuda:<LOCAL_RANK> (which does not exist there), and `--device cuda:0` means that GPU."""
-    from mjrl.distributed.context import check_node_devices, resolve_device
+    from mjrl.distributed.devices import check_node_devices, resolve_device
     from mjrl.errors import UsageError
 
     _fake_cuda(monkeypatch, count=1, visible="5")

@@ -14,7 +14,6 @@ invisible to its replays (`tests/test_sim_env.py` checks that none is).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -25,8 +24,9 @@ import torch
 from mjrl.envs.component import EnvComponent
 from mjrl.envs.episodes import EpisodeWindow
 from mjrl.envs.intervals import IntervalTimers
+from mjrl.envs.observations import ObservationBuilder
 from mjrl.envs.robot import Robot
-from mjrl.envs.spec import EnvConfig, ObsGroup, ObsTerm, TaskSpec
+from mjrl.envs.spec import EnvConfig, TaskSpec
 from mjrl.envs.statistics import GAUGE_PARTS, TermTotals
 from mjrl.envs.symmetry import env_mirrors
 from mjrl.envs.terrain import TerrainState
@@ -100,13 +100,13 @@ class VecEnv:
         and its floors, noise) and mirrors. Terms look names up in the model at their first
         call: a wrong one is a UsageError here, before training starts, not at the first step."""
         self._compute_reward()
-        settings = {group: self._group(group) for group in self.task.observations}
+        settings = {group: self.obs_builder.settings(group) for group in self.task.observations}
         self.obs_spec = {
             group: ObsGroupSpec(
                 tuple(self.obs[group].shape[1:]),
                 self.obs[group].dtype,
                 settings[group].normalize,
-                self._std_floors(terms),
+                self.obs_builder.std_floors(terms),
                 settings[group].noise,
             )
             for group, terms in self.task.observations.items()
@@ -122,12 +122,10 @@ class VecEnv:
         declares one that does not."""
 
     def _init_term_buffers(self) -> None:
-        """What evaluating the terms keeps: the per-step memo, observation histories, weights."""
+        """What evaluating the terms keeps: the per-step memo, the observations' builder (with
+        their histories), the reward weights."""
         self._memo: dict[Callable, torch.Tensor] | None = None
-        self._noise_std: dict[str, torch.Tensor] | None = None
-        """Per noisy group, each column's noise std (made at the first observation)."""
-        # (num_envs, history, k) of each term with history > 1, by (group, term name).
-        self._histories: dict[tuple[str, str], torch.Tensor] = {}
+        self.obs_builder = ObservationBuilder(self)
         self._episode_end_events = [ev for ev in self.task.events.values() if ev.mode == "episode_end"]
         weights = [term.weight for term in self.task.rewards.values()]
         self._reward_weights = torch.tensor(weights, device=self.device).unsqueeze(1)
@@ -224,13 +222,13 @@ class VecEnv:
         self.episode_length += 1
         self.after_physics()
 
-        terminated, truncated, reward, final_obs = self._end_step(self._obs_noise())
+        terminated, truncated, reward, final_obs = self._end_step(self.obs_builder.draw_noise())
         done = terminated | truncated
         for ev in self._episode_end_events:
             ev.func(self, done)
         self._reset_envs(done)
         self.whole_episode |= done
-        self._observe(done, self._obs_noise())
+        self._observe(done, self.obs_builder.draw_noise())
         return self.obs, reward, terminated, truncated, {"final_obs": final_obs}
 
     def _apply_actions(self, actions: torch.Tensor) -> None:
@@ -271,21 +269,6 @@ class VecEnv:
         with self._one_state():
             self._set_obs(self.compute_obs(restarted=restarted, noise=noise))
 
-    def _obs_noise(self) -> Obs | None:
-        """One draw of standard normal noise per noisy group, in the groups' order (None without
-        observation noise), made outside the compiled parts: a generator splits a graph."""
-        if not self.cfg.obs_noise:
-            return None
-        return {
-            group: self._standard_normal((self.num_envs, *spec.shape))
-            for group, spec in self.obs_spec.items()
-            if spec.noise
-        }
-
-    def _standard_normal(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """Observation noise before its scale, from the env's own generator."""
-        return torch.randn(shape, device=self.device, generator=self.generator)
-
     def compile(self) -> None:
         """Fuse the step's pure tensor work (`_apply_actions`, `after_physics`, `_end_step`,
         `_observe`: a few hundred small kernels) into a few kernels with `torch.compile`, on
@@ -322,68 +305,12 @@ class VecEnv:
     def compute_obs(
         self, new_step: bool = False, restarted: torch.Tensor | None = None, noise: Obs | None = None
     ) -> Obs:
-        """Every observation group of the current state. Terms with a history shift it by one
-        step with `new_step` (once per env step) and start it over, every slot the current
-        value, in the `restarted` envs (after a reset); otherwise it is read as it is. With
-        observation noise, each noisy group's `noise` (standard normal, its shape) is scaled
-        per column and added; drawn here when not given."""
-        obs = {
-            group: torch.cat([self._term_obs(group, name, t, new_step, restarted) for name, t in terms.items()], dim=-1)
-            for group, terms in self.task.observations.items()
-        }
-        if self.cfg.obs_noise:
-            # One draw per noisy group's whole vector, scaled per column by its term's noise std.
-            if self._noise_std is None:  # first call, at construction (not in a step)
-                self._noise_std = {
-                    group: self._per_column(terms, lambda t: t.noise_std)
-                    for group, terms in self.task.observations.items()
-                    if self._group(group).noise
-                }
-            for group, std in self._noise_std.items():
-                draw = noise[group] if noise is not None else self._standard_normal(obs[group].shape)
-                obs[group] = obs[group] + std * draw
-        return obs
-
-    def _group(self, group: str) -> ObsGroup:
-        """The task's settings of an observation group, noise decided (the actor's alone by default)."""
-        settings = self.task.obs_groups.get(group, ObsGroup())
-        if settings.noise is None:
-            settings = dataclasses.replace(settings, noise=group == "actor")
-        return settings
-
-    def _per_column(self, terms: dict[str, ObsTerm], value: Callable[[ObsTerm], float]) -> torch.Tensor:
-        """`value(term)` for every column a group's terms fill (history included)."""
-        columns = [torch.full((self.cached(t.func).shape[-1] * t.history,), value(t)) for t in terms.values()]
-        return torch.cat(columns).to(self.device)
-
-    def _std_floors(self, terms: dict[str, ObsTerm]) -> torch.Tensor | None:
-        return self._per_column(terms, lambda t: t.std_floor) if any(t.std_floor for t in terms.values()) else None
-
-    def _term_obs(
-        self, group: str, name: str, term: ObsTerm, new_step: bool, restarted: torch.Tensor | None
-    ) -> torch.Tensor:
-        value = self.cached(term.func)
-        if term.history == 1:
-            return value
-        key = (group, name)
-        if key not in self._histories:
-            self._histories[key] = value.unsqueeze(1).repeat(1, term.history, 1)
-        history = self._histories[key]
-        if new_step:
-            history[:, 1:] = history[:, :-1].clone()
-            history[:, 0] = value
-        if restarted is not None:
-            torch.where(restarted.view(-1, 1, 1), value.unsqueeze(1), history, out=history)
-        return history.flatten(1)
+        """Every observation group of the current state (`ObservationBuilder.compute`)."""
+        return self.obs_builder.compute(new_step, restarted, noise)
 
     def obs_term_slices(self, group: str) -> dict[str, slice]:
-        """Where each term of an observation group lies in the vector `compute_obs` concatenates
-        (evaluates the terms once; for export and probes, never in the training loop)."""
-        slices, start = {}, 0
-        for name, term in self.task.observations[group].items():
-            size = int(term.func(self).shape[-1]) * term.history
-            slices[name], start = slice(start, start + size), start + size
-        return slices
+        """Where each term of an observation group lies in its vector (for export and probes)."""
+        return self.obs_builder.term_slices(group)
 
     def _compute_reward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(reward, weighted term values of shape (terms, num_envs))."""

@@ -88,6 +88,10 @@ class Transition:
         return cls(obs, actions, rewards, terminated, truncated, next_obs, extras["final_obs"], extras)
 
 
+class NonFiniteUpdate(RuntimeError):
+    """Too many consecutive updates had a non-finite loss or gradient on some rank."""
+
+
 class Algorithm(Protocol):
     generator: torch.Generator
     """The algorithm's own random stream. The runner seeds it per rank and checkpoints it (under

@@ -1,9 +1,8 @@
 """Proximal Policy Optimisation: its losses and the update, in one file.
 
 Read top to bottom, beside `storage.py` (a `Rollout` holds one iteration's data,
-`compute_gae` turns rewards into advantages and returns): `PPO` collects into its buffer
-through the `Algorithm` interface
-(`act`, `process_env_step`, `compute_returns`) and `PPO.update` runs epochs x minibatches of
+`compute_gae` turns rewards into advantages and returns): `PPO` collects into its buffer through
+the `Algorithm` interface (`act`, `process_env_step`, `compute_returns`) and `PPO.update` runs epochs x minibatches of
 clipped-surrogate steps. Every statistic that must agree across ranks goes through `ctx` (the
 distributed context); with one process those reductions are the identity.
 """
@@ -19,7 +18,7 @@ from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
 from mjrl.fused import fuse
 from mjrl.mirror import ColumnMirror
-from mjrl.rl.algorithm import Observations, Transition, parameter_checksum
+from mjrl.rl.algorithm import NonFiniteUpdate, Observations, Transition, parameter_checksum
 from mjrl.rl.config import PpoConfig
 from mjrl.rl.gradients import FlatGradients, average_update, broadcast_learner_state
 from mjrl.rl.networks import ActorCritic
@@ -52,10 +51,6 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
         clipped = old_values + (values - old_values).clamp(-clip, clip)
         loss = torch.max(loss, (clipped - returns) ** 2)
     return loss.mean()
-
-
-class NonFiniteUpdate(RuntimeError):
-    """Too many consecutive updates had a non-finite loss or gradient on some rank."""
 
 
 class PPO:
@@ -166,16 +161,8 @@ class PPO:
     @torch.no_grad()
     def warm_up(self, obs: Observations, step: Callable[[torch.Tensor], Observations], steps: int) -> int:
         """Start the observation normalisers from one rollout of the untrained policy (every
-        rank's) of up to `steps` steps, not from the first observations alone; returns the env
-        steps it took. Without `PpoConfig.warm_up_normalizers` it merges the first observations only.
-
-        At a reset every robot is near its home pose, so statistics of the first observations
-        are far too narrow (the quadruped's joint velocities: std 1.4 there against 5.9 under the
-        first policy). Normalised with them, iteration 0's inputs were twice as large as later
-        ones and its first update moved the policy by a KL of 0.3 against about 0.013
-        afterwards, which drove the adaptive learning rate to its floor. Features that still do
-        not vary (a last action before any action) keep unit variance: their scale is unknown,
-        and a tiny one would blow up the first rollout's deviations."""
+        rank's) of up to `steps` steps (`warm_up_normalizers` says why), not from the first
+        observations alone, unless `PpoConfig.warm_up_normalizers` is off; the env steps taken."""
         normalizers = {"actor": self.policy.actor_normalizer, "critic": self.policy.critic_normalizer}
         normalizers = {group: n for group, n in normalizers.items() if n is not None}
         steps = steps if self.cfg.warm_up_normalizers else 0

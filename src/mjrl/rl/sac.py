@@ -38,14 +38,13 @@ from mjrl.distributed import DistContext
 from mjrl.errors import UsageError
 from mjrl.fused import fuse
 from mjrl.mirror import ColumnMirror
-from mjrl.rl.algorithm import EnvInfo, Observations, Transition, parameter_checksum
+from mjrl.rl.algorithm import EnvInfo, NonFiniteUpdate, Observations, Transition, parameter_checksum
 from mjrl.rl.config import PolicyConfig, SacConfig
 from mjrl.rl.critics import TwinCritic, n_step_returns, project_onto_support
 from mjrl.rl.gradients import FlatGradients
 from mjrl.rl.networks import SquashedGaussianPolicy, matmul_precision
 from mjrl.rl.normalizer import RunningNormalizer, merge_all_into, warm_up_normalizers
 from mjrl.rl.optim import Adam
-from mjrl.rl.ppo import NonFiniteUpdate
 from mjrl.rl.storage import Field, ReplayRing
 
 SUMS = ("critic_loss", "actor_loss", "temperature", "entropy", "clipped_returns", "q_mean", "action_std",

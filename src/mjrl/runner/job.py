@@ -89,7 +89,7 @@ def launched_worker(load_task: TaskLoader, task_name: str, cfg: TrainConfig, giv
 
 
 def _launch(task_name: str, cfg: TrainConfig, load_task: TaskLoader) -> int:
-    from mjrl.distributed.context import check_node_devices
+    from mjrl.distributed.devices import check_node_devices
     from mjrl.distributed.report import JobEnded, launch_job
 
     check_node_devices(cfg.device, cfg.launch.nproc_per_node)

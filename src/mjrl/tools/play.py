@@ -75,7 +75,7 @@ def evaluate(task: Task, cfg: PlayConfig, path: Path | None = None, state: dict 
     """Run `cfg.episodes` episodes of the checkpoint's deterministic policy; returns the figures."""
     import torch
 
-    from mjrl.distributed.context import resolve_device
+    from mjrl.distributed.devices import resolve_device
     from mjrl.envs import VecEnv
     from mjrl.tools.evaluate import ZeroActions, run_episodes
     from mjrl.tools.trained import load_checkpoint_of, load_trained
@@ -111,7 +111,7 @@ def record_video(task: Task, cfg: PlayConfig, path: Path, state: dict) -> dict:
     """`--video`: `video_seconds` of the first env under the deterministic policy, as an mp4."""
     import torch
 
-    from mjrl.distributed.context import resolve_device
+    from mjrl.distributed.devices import resolve_device
     from mjrl.sim.render import pick_gl_backend
     from mjrl.tools.trained import load_trained
     from mjrl.tools.video import record_states, render_in_subprocess
