@@ -98,22 +98,6 @@ def test_the_flags_after_a_double_dash_are_passed_on_untouched(monkeypatch) -> N
     assert parse_with_passthrough(parser)[1] == []
 
 
-def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it(tmp_path: Path) -> None:
-    lines = [
-        {"iteration": i, "env_steps": 1000 * (i + 1), "mean_kl": 0.01 * i, "eval/mean_return": 5.0 if i == 2 else None}
-        for i in range(5)
-    ]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    out = subprocess.run(
-        [sys.executable, str(SCRIPTS / "curve_table.py"), str(tmp_path), "--block", "3",
-         "--metrics", "mean_kl", "eval/mean_return"],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout.splitlines()  # fmt: skip
-    assert out[0] == "| iterations | env steps | `mean_kl` | `eval/mean_return` |"
-    assert out[2] == "| 0-2 | 0.0 M | 0.01 | 5 |"  # kl (0 + 0.01 + 0.02) / 3; one evaluation
-    assert out[3] == "| 3-4 | 0.0 M | 0.035 | - |"
-
-
 def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(SCRIPTS))
     from common import HUMANOID, PROFILES

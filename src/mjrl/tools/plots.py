@@ -112,6 +112,41 @@ def plot_runs(
     return _save_atomically(figure, out)
 
 
+# What `mjrl plot --table` gives without --metrics: a rough-terrain run's progress when the run
+# logged it (docs/benchmarks.md's tables of rough runs), else the learning's summary.
+TERRAIN_TYPES = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down")
+ROUGH_TABLE = (
+    "reward/track_lin_vel",
+    "terrain/mean_level",
+    *(f"terrain/mean_level/{t}" for t in TERRAIN_TYPES),
+    *(f"terrain/promoted_off_top/{t}" for t in TERRAIN_TYPES),
+)
+TABLE = ("mean_episode_return", "mean_episode_length", "mean_kl", "mean_learning_rate")
+
+
+def curve_table(run_dir: str | Path, metrics: Sequence[str] | None = None, block: int = 100) -> str:
+    """A run's learning curve as a markdown table: a row per `block` iterations, each metric's
+    mean over the iterations of the block that logged it (an evaluation every few iterations, a
+    gauge with no episode finished), "-" where none did."""
+    if block < 1:
+        raise UsageError("--block must be at least 1")
+    rows = read_run_metrics(Path(run_dir))
+    logged = set().union(*rows)
+    chosen = list(metrics) if metrics else list(ROUGH_TABLE if "terrain/mean_level" in logged else TABLE)
+    head = ["iterations", "env steps", *(f"`{m}`" for m in chosen)]
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    blocks: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        blocks.setdefault(row["iteration"] // block, []).append(row)
+    for group in blocks.values():
+        cells = [f"{group[0]['iteration']}-{group[-1]['iteration']}", f"{group[0].get('env_steps', 0) / 1e6:.1f} M"]
+        for metric in chosen:
+            values = [v for row in group if isinstance(v := row.get(metric), (int, float))]
+            cells.append(f"{sum(values) / len(values):.4g}" if values else "-")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def _draw(runs: list[list[dict[str, Any]]], labels: list[str], metrics: list[str], x: XAxis, smoothing: float) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
