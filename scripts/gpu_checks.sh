@@ -355,9 +355,9 @@ kernels() {
   # its CUDA kernels once, about a minute cold). KERNELS_DEVICE=cpu tries the phase on a CPU.
   # Eager, then with `--runner.compile all` (the quadruped: issue 44's bar is half of eager's).
   local device=${KERNELS_DEVICE:-cuda} envs=${KERNELS_ENVS:-4096}
-  run 240 $PY scripts/count_kernels.py --device "$device" --num-envs "$envs" --top 20 \
+  run 240 $PY -m mjrl.cli.main kernels --device "$device" --num-envs "$envs" --top 20 \
     --tasks ${KERNELS_TASKS:-$GO1 Mjrl-Cartpole-Balance} | keep kernels kernels.jsonl
-  run 180 $PY scripts/count_kernels.py --device "$device" --num-envs "$envs" --top 20 --compile all \
+  run 180 $PY -m mjrl.cli.main kernels --device "$device" --num-envs "$envs" --top 20 --compile all \
     --tasks ${KERNELS_TASKS:-$GO1} | keep kernels kernels.jsonl
 }
 

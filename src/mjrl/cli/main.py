@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: mjrl {list,train,play,plot,export,slurm,motion} ...
+USAGE = """usage: mjrl {list,train,play,plot,export,slurm,motion,kernels} ...
   list    tasks and presets
   train   train a policy (see `train --help`)
   play    evaluate a checkpoint or record a video (see `play --help`)
   plot    draw learning curves of runs (see `mjrl plot --help`)
   export  write a policy as ONNX or TorchScript for deployment (see `mjrl export --help`)
   slurm   write or submit a Slurm batch script that trains across nodes (see `mjrl slurm --help`)
-  motion  make and inspect reference motions for tracking (see `mjrl motion --help`)"""
+  motion  make and inspect reference motions for tracking (see `mjrl motion --help`)
+  kernels count the kernels a step and an update launch (see `mjrl kernels --help`)"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,8 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         from mjrl.cli.motion import main as motion_main
 
         return motion_main(rest)
+    if command == "kernels":
+        from mjrl.cli.kernels import main as kernels_main
+
+        return kernels_main(rest)
     print(
-        f"mjrl: error: unknown command {command!r}; expected list, train, play, plot, export, slurm or motion",
+        f"mjrl: error: unknown command {command!r}; expected list, train, play, plot, export, slurm, motion or kernels",
         file=sys.stderr,
     )
     return 2

@@ -186,7 +186,7 @@ def rollout_step(
     """One env step of the loop: `algorithm` acts on `obs`, `env` steps (with the actions as
     `change` makes them: the runner's hooks), the algorithm gets the transition. Returns the
     next observations. The runner's rollout and code that drives an algorithm by hand (unit
-    tests, `count_kernels.py`) both step with it."""
+    tests, `mjrl kernels`) both step with it."""
     actions = algorithm.act(obs)
     acted_on = {group: value.clone() for group, value in obs.items()}  # the env rewrites obs in place
     outcome = env.step(change(actions) if change is not None else actions)

@@ -1,8 +1,9 @@
-"""Kernels launched per env step and per PPO minibatch step, whatever launches them, for every task.
+"""Kernels launched per env step and per PPO minibatch step, whatever launches them, for every
+task: `mjrl kernels` (`mjrl.cli.kernels`).
 
-    python scripts/count_kernels.py                          # every task, CPU, 64 envs
-    python scripts/count_kernels.py --tasks Mjrl-Velocity-Flat-Quadruped --top 15
-    python scripts/count_kernels.py --device cuda --num-envs 4096   # the profiler's counts
+    mjrl kernels                          # every task, CPU, 64 envs
+    mjrl kernels --tasks Mjrl-Velocity-Flat-Quadruped --top 15
+    mjrl kernels --device cuda --num-envs 4096   # the profiler's counts
 
 Outside the physics every small kernel costs the host a launch (microseconds of Python and
 dispatch) and, on a GPU, the device a kernel of its own, whatever the number of envs: at
@@ -30,11 +31,9 @@ PPO gradient step, the update's per-update work shared out over its steps).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import dataclasses
-import json
 from collections.abc import Callable, Iterator
 
 import torch
@@ -281,30 +280,3 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
             line["top"] = {k: round(v, 2) for k, v in collections.Counter(names).most_common(top)}
         lines.append(line)
     return lines
-
-
-def main() -> None:
-    from mjrl.tasks import task_names
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=task_names())
-    parser.add_argument("--num-envs", type=int, default=64)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--steps", type=int, default=24, help="env steps counted per phase (one rollout)")
-    parser.add_argument("--top", type=int, default=0, help="also give the N most frequent kernels per phase")
-    parser.add_argument(
-        "--compile", default="off", choices=["off", "step", "update", "all"], help="as `--runner.compile`"
-    )
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    if args.compile != "off":
-        from torch._inductor import config as inductor_config
-
-        inductor_config.cpp.enable_kernel_profile = True  # the profiler sees each C++ kernel
-    for name in args.tasks:
-        for line in measure(name, args.num_envs, args.device, args.steps, args.top, args.compile):
-            print(json.dumps(line), flush=True)
-
-
-if __name__ == "__main__":
-    main()
