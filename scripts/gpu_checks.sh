@@ -3,11 +3,10 @@
 # left before a deadline (GPU_BUDGET_S seconds from the start, default 560; `all` does not fit
 # in it with a cold kernel cache: the phases at its end are skipped, so name what is left):
 #
-#   bash scripts/gpu_checks.sh all         # info throughput graph nccl learn tests
+#   bash scripts/gpu_checks.sh all         # info throughput nccl learn tests
 #   bash scripts/gpu_checks.sh info        # what torch, Warp and NCCL see
 #   bash scripts/gpu_checks.sh mjlab       # mjlab's Go1 task beside mjrl on mjlab's Go1 and on its own, 4096 envs
 #   bash scripts/gpu_checks.sh throughput  # bare physics, replayed substeps, training loop at 1024-8192 envs; a profile
-#   bash scripts/gpu_checks.sh graph       # a whole rollout as one CUDA graph: does it work, what it saves
 #   bash scripts/gpu_checks.sh deterministic  # the cost of mujoco_warp's deterministic mode
 #   bash scripts/gpu_checks.sh loop        # the training loop eager and as CUDA graphs, against its ceiling
 #   bash scripts/gpu_checks.sh collectives # NCCL inside the loop's graphs on one GPU (--force-collectives)
@@ -47,7 +46,9 @@
 # test needs it; a third folder if it does not fit in two), then `info tests loop graph
 # deterministic` (tests first: test_capture.py runs the real CUDA graphs of `--runner.cuda-graphs`;
 # loop: the loop against its ceiling with them; graph: a replay of deterministic physics must
-# equal its eager twin bit for bit), then `scale` or `humanoid` with what is left.
+# equal its eager twin bit for bit), then `scale` or `humanoid` with what is left. (The `graph`
+# phase, scripts/bench_graph_rollout.py, and the solver probe of `throughput` were removed on
+# 2026-11-28 as finished probes: `loop` times the runner's own graphs; both are in git at 5148195.)
 # Issue 44 (session 18) adds two short phases for that window, after `loop`: `kernels` (the
 # profiler's launch counts per env step and minibatch step, about a minute with the quadruped's
 # kernels compiled by `loop`) and `update` (the PPO update alone: fp32, tf32, bf16, a CUDA graph;
@@ -166,20 +167,6 @@ throughput() {
       run 120 $PY scripts/bench_train.py --device cuda --task $task --num-envs 4096 --iterations 5 \
         --physics-steps 100 --no-graph | keep throughput throughput.jsonl
     fi
-  done
-  [[ -n ${THROUGHPUT_TASKS:-} ]] || run 60 $PY scripts/bench_solver_loop.py --device cuda --num-worlds 4096 --steps 20
-}
-
-graph() {
-  # Whether a rollout captured as one CUDA graph replays like the eager one, and how much faster.
-  local task
-  # With --deterministic (mujoco_warp's deterministic physics) a replay of a task without
-  # contacts must equal its eager twin bit for bit (mujoco_warp 4.0.0 does not sort contacts).
-  for task in ${GRAPH_TASKS:-$GO1 Mjrl-Cartpole-Balance}; do
-    for flag in --deterministic ""; do
-      run "${GRAPH_S:-150}" $PY scripts/bench_graph_rollout.py --device cuda --task $task --num-envs 4096 \
-        --rollouts 10 $flag | keep graph graph.jsonl
-    done
   done
 }
 
@@ -441,12 +428,12 @@ humanoid() {
 
 # Phases run in the order given: `bash scripts/gpu_checks.sh nccl learn tests`.
 phases=("${@:-info}")
-[[ ${phases[*]} == all ]] && phases=(info throughput graph nccl learn tests)
+[[ ${phases[*]} == all ]] && phases=(info throughput nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | mjlab | throughput | graph | deterministic | loop | collectives | sac | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | deterministic | loop | collectives | sac | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, mjlab, throughput, graph, deterministic, loop, collectives, sac, kernels, update, nccl, learn," \
+    echo "unknown phase $phase: all, info, mjlab, throughput, deterministic, loop, collectives, sac, kernels, update, nccl, learn," \
       "faults, tests, scale or humanoid" >&2
     exit 2
     ;;
