@@ -239,7 +239,7 @@ def test_info_refuses_what_is_not_a_motion(tmp_path):
 
 
 def test_the_shipped_motions_fit_the_humanoid_and_the_squat_moves_what_walking_does_not():
-    """`scripts/make_motions.py`'s files: the humanoid's joints and bodies; the squat lowers the
+    """`mjrl motion make`'s files: the humanoid's joints and bodies; the squat lowers the
     torso by at least 0.15 m and swings the arms with the feet planted, the walk goes forward."""
     kinematics = RobotKinematics("humanoid")
     squat, walk = load_motion("mjrl:motions/humanoid_squat_reach.npz"), load_motion("mjrl:motions/humanoid_walk.npz")
@@ -252,3 +252,21 @@ def test_the_shipped_motions_fit_the_humanoid_and_the_squat_moves_what_walking_d
     shoulder = squat.joint_names.index("left_shoulder_pitch_joint")
     assert np.ptp(squat.joint_pos[:, shoulder]) > 1.0
     assert walk.body_pos[-1, 0, 0] - walk.body_pos[0, 0, 0] > 1.5
+
+
+def test_mjrl_motion_make_makes_the_shipped_squat_again_and_checks_its_input_first(tmp_path):
+    """`mjrl motion make` (formerly scripts/make_motions.py) reproduces the shipped squat-reach
+    from its keyframes, to float32's precision; a walk without its run is refused in one line,
+    before anything is made."""
+    result = run_main("mjrl", "motion", "make", "--out", str(tmp_path / "made"), "--motions", "squat")
+    assert result.returncode == 0, result.stderr
+    made, shipped = (
+        load_motion(tmp_path / "made" / "humanoid_squat_reach.npz"),
+        load_motion("mjrl:motions/humanoid_squat_reach.npz"),
+    )
+    assert made.joint_names == shipped.joint_names and made.num_frames == shipped.num_frames
+    np.testing.assert_allclose(made.joint_pos, shipped.joint_pos, atol=1e-5)
+    np.testing.assert_allclose(made.body_pos, shipped.body_pos, atol=1e-5)
+    refused = run_main("mjrl", "motion", "make", "--out", str(tmp_path / "none"), "--run-dir", str(tmp_path / "nope"))
+    assert refused.returncode == 2 and "--run-dir" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert not (tmp_path / "none").exists()

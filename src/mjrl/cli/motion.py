@@ -3,6 +3,7 @@
 mjrl motion convert FILE.csv --robot humanoid --fps 30 --out FILE.npz [--quat-order wxyz]
 mjrl motion record TASK --run-dir RUN --out FILE.npz [--seconds S] [--env.* ...]
 mjrl motion info FILE.npz
+mjrl motion make [--out DIR] [--motions squat walk] [--run-dir RUN]
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Generic, Literal, TypeVar
 from mjrl.cli.common import parse_flags, peek_option, pop_task, run_command
 from mjrl.errors import UsageError
 
-USAGE = """usage: mjrl motion {convert,record,info} ...
+USAGE = """usage: mjrl motion {convert,record,info,make} ...
   convert  a CSV of root poses and joint angles to a motion file (see `mjrl motion convert --help`)
   record   a trained policy's play as a motion file (see `mjrl motion record --help`)
-  info     what a motion file holds"""
+  info     what a motion file holds
+  make     make again the motions mjrl ships (see `mjrl motion make --help`)"""
 
 EnvT = TypeVar("EnvT")
 
@@ -66,6 +68,20 @@ class RecordConfig(Generic[EnvT]):
     """Length of the motion (simulated seconds)."""
     seed: int = 0
     """Seed of the reset."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MakeConfig:
+    """Make again the reference motions mjrl ships (`tasks/motions/`, `mjrl.tools.shipped_motions`):
+    the squat-reach from its keyframes (inverse kinematics: feet planted, balance kept), the walk
+    recorded from the kept humanoid run."""
+
+    out: str = "tasks/motions"
+    """The folder to write humanoid_squat_reach.npz and humanoid_walk.npz into."""
+    motions: tuple[Literal["squat", "walk"], ...] = ("squat", "walk")
+    """Which motions to make."""
+    run_dir: str = "runs/humanoid-h"
+    """The humanoid run the walk is recorded from (the kept one, in a checkout of mjrl)."""
 
 
 def _output(out: str) -> Path:
@@ -147,13 +163,41 @@ def _info(args: list[str]) -> int:
     return 0
 
 
+SHIPPED = {"squat": "humanoid_squat_reach.npz", "walk": "humanoid_walk.npz"}
+
+
+def _make(args: list[str]) -> int:
+    cfg = parse_flags(MakeConfig, MakeConfig(), args, "mjrl motion make", MakeConfig.__doc__ or "")
+    folder = Path(cfg.out)
+    paths = {name: folder / file for name, file in SHIPPED.items() if name in cfg.motions}
+    for path in paths.values():
+        _output(str(path))  # writable, before the work
+    if "walk" in paths and not Path(cfg.run_dir).is_dir():
+        raise UsageError(f"--run-dir {cfg.run_dir}: no such run; the walk is recorded from a humanoid run")
+    if "squat" in paths:
+        from mjrl.motion import save_motion
+        from mjrl.tools.shipped_motions import squat_motion
+
+        motion, checks = squat_motion()
+        save_motion(motion, paths["squat"])
+        print(
+            f"wrote {paths['squat']}: {motion.num_frames} frames, "
+            + ", ".join(f"{k} {v:.4f}" for k, v in checks.items())
+        )
+    if "walk" in paths:
+        from mjrl.tools.shipped_motions import WALK
+
+        return _record([*WALK, "--run-dir", cfg.run_dir, "--out", str(paths["walk"])])
+    return 0
+
+
 def _motion(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
-    commands = {"convert": _convert, "record": _record, "info": _info}
+    commands = {"convert": _convert, "record": _record, "info": _info, "make": _make}
     if argv[0] not in commands:
-        raise UsageError(f"unknown command {argv[0]!r}; expected convert, record or info")
+        raise UsageError(f"unknown command {argv[0]!r}; expected convert, record, info or make")
     return commands[argv[0]](list(argv[1:]))
 
 

@@ -1,37 +1,27 @@
-"""Make the reference motions mjrl ships (`tasks/motions/`), reproducibly:
+"""The reference motions mjrl ships (`tasks/motions/`), made again by `mjrl motion make`:
 
-    python scripts/make_motions.py [--out tasks/motions]
-
-- `humanoid_walk.npz`: the kept humanoid policy (`runs/humanoid-h`) walking forward at 0.6 m/s
-  for 6 s from a reset, recorded by `mjrl motion record` (deterministic actions, seed 0, CPU).
-- `humanoid_squat_reach.npz`: a squat with both arms reaching forward, then raised high while
-  rising halfway, 6 s, that no velocity command produces. Made from joint keyframes: the arms follow them,
-  the pelvis is lowered by `SQUAT_DEPTH` and pitched forward, and every frame the legs and the
-  pelvis's horizontal position are solved (inverse kinematics, damped least squares on MuJoCo's
-  Jacobians) so that both feet stay where they stood at home and the whole body's centre of mass
-  stays over the middle of the feet: quasi-static balance, the motion being slow.
-
-Prints, for each motion, its length and the checks the squat is made to pass: the pelvis and
-torso lowered by at least 0.15 m, feet still within a millimetre, the centre of mass within
-5 mm of the middle of the support.
+- `humanoid_squat_reach.npz` (`make_squat`): a squat with both arms reaching forward, then
+  raised high while rising halfway, 6 s, that no velocity command produces. Made from joint
+  keyframes: the arms follow them, the pelvis is lowered by `SQUAT_DEPTH` and pitched forward,
+  and every frame the legs and the pelvis's horizontal position are solved (inverse kinematics,
+  damped least squares on MuJoCo's Jacobians) so that both feet stay where they stood at home
+  and the whole body's centre of mass stays over the middle of the feet: quasi-static balance,
+  the motion being slow.
+- `humanoid_walk.npz` (`WALK`): the kept humanoid policy (`runs/humanoid-h`) walking forward at
+  0.6 m/s for 6 s from a reset, recorded as `mjrl motion record` does (deterministic actions,
+  seed 0, CPU).
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import subprocess
-import sys
-from pathlib import Path
 
 import mujoco
 import numpy as np
 
-from mjrl.motion import RobotKinematics, save_motion
+from mjrl.motion import Motion, RobotKinematics
 from mjrl.motion.kinematics import quat_conj, quat_mul, rotation_vector
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 FPS = 50.0
 SQUAT_DEPTH = 0.20  # m the pelvis goes down
 SQUAT_PITCH = 0.35  # rad the pelvis leans forward at the bottom
@@ -56,16 +46,6 @@ LEGS = [
     for joint in ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
 ]
 FEET = ("left_foot", "right_foot")
-
-
-def record_walk(out: Path) -> None:
-    command = [
-        str(BIN / "mjrl"), "motion", "record", "Mjrl-Velocity-Flat-Humanoid",
-        "--run-dir", str(ROOT / "runs" / "humanoid-h"), "--seconds", "6", "--out", str(out), "--seed", "0",
-        "--env.commands.lin-vel-x", "0.6", "0.6", "--env.commands.lin-vel-y", "0", "0",
-        "--env.commands.yaw-rate", "0", "0",
-    ]  # fmt: skip
-    subprocess.run(command, check=True)
 
 
 def eased(t: float) -> tuple[dict[str, float], float]:
@@ -162,7 +142,7 @@ def squat_checks(kin: RobotKinematics, qpos: np.ndarray, feet: list, support: np
     for name, low, high in zip(kin.joint_names, model.jnt_range[1:, 0], model.jnt_range[1:, 1], strict=True):
         column = qpos[:, kin.joint_qpos[kin.joint_names.index(name)]]
         if column.min() < low - 1e-6 or column.max() > high + 1e-6:
-            raise SystemExit(f"the squat takes {name} out of its range [{low}, {high}]")
+            raise RuntimeError(f"the squat takes {name} out of its range [{low}, {high}]")
     return {
         "pelvis_drop_m": float(qpos[0, 2] - qpos[:, 2].min()),
         "torso_drop_m": float(torso[0] - min(torso)),
@@ -171,20 +151,19 @@ def squat_checks(kin: RobotKinematics, qpos: np.ndarray, feet: list, support: np
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "tasks" / "motions")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    kin = RobotKinematics("humanoid")
-    qpos, checks = make_squat(kin)
-    save_motion(kin.motion(qpos, FPS), args.out / "humanoid_squat_reach.npz")
-    print("humanoid_squat_reach.npz:", {k: round(v, 4) for k, v in checks.items()})
+WALK = (
+    "Mjrl-Velocity-Flat-Humanoid", "--seconds", "6", "--seed", "0", "--env.commands.lin-vel-x", "0.6", "0.6",
+    "--env.commands.lin-vel-y", "0", "0", "--env.commands.yaw-rate", "0", "0",
+)  # fmt: skip
+"""`mjrl motion record`'s arguments for the walk, before `--run-dir` and `--out`."""
+
+
+def squat_motion() -> tuple[Motion, dict[str, float]]:
+    """The squat-reach as a motion, and the checks it is made to pass: the pelvis and torso
+    lowered by at least 0.15 m, the feet still within a millimetre, the centre of mass within
+    5 mm of the middle of the support (a RuntimeError otherwise)."""
+    kinematics = RobotKinematics("humanoid")
+    qpos, checks = make_squat(kinematics)
     if checks["torso_drop_m"] < 0.15 or checks["max_foot_error_m"] > 1e-3 or checks["max_com_error_m"] > 5e-3:
-        raise SystemExit("the squat fails its checks")
-    record_walk(args.out / "humanoid_walk.npz")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        raise RuntimeError(f"the squat fails its checks: {checks}")
+    return kinematics.motion(qpos, FPS), checks
