@@ -99,6 +99,7 @@ def carried_state(env: VecEnv, extra: dict[str, object] | None = None) -> dict[s
     (where it lives), and each Python number or flag as it is."""
     found: dict[str, object] = {}
     holders = {"env": env, "env.terrain": env.terrain, "env.state": env.state, "env.sim": env.sim}
+    holders["env.obs_builder"] = env.obs_builder  # the observations' histories
     holders |= {f"env.components[{name}]": component for name, component in env.components.items()}
     holders |= extra or {}
     for prefix, holder in holders.items():
