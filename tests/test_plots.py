@@ -109,14 +109,14 @@ def test_a_figure_logged_every_few_iterations_is_one_line_through_its_points():
 
 
 def test_the_curve_table_averages_each_metric_over_the_iterations_that_logged_it(tmp_path: Path) -> None:
-    """`mjrl plot --table` (formerly scripts/curve_table.py): a row per block of iterations."""
+    """`mjrl plot --table True` (formerly scripts/curve_table.py): a row per block of iterations."""
     lines = [
         {"iteration": i, "env_steps": 1000 * (i + 1), "mean_kl": 0.01 * i, "eval/mean_return": 5.0 if i == 2 else None}
         for i in range(5)
     ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     metrics = ("--metrics", "mean_kl", "eval/mean_return")
-    result = run_main("mjrl", "plot", str(tmp_path), "--table", "--block", "3", *metrics)
+    result = run_main("mjrl", "plot", str(tmp_path), "--table", "True", "--block", "3", *metrics)
     out = result.stdout.splitlines()
     assert out[0] == "| iterations | env steps | `mean_kl` | `eval/mean_return` |"
     assert out[2] == "| 0-2 | 0.0 M | 0.01 | 5 |"  # kl (0 + 0.01 + 0.02) / 3; one evaluation

@@ -1,5 +1,5 @@
 """`mjrl plot RUN_DIR [RUN_DIR ...] [--out PNG] [--metrics M ...] [--x iteration|env_steps|wall_s]`,
-or `mjrl plot RUN_DIR --table [--block N]`: a run's curve as a markdown table."""
+or `mjrl plot RUN_DIR --table True [--block N]`: a run's curve as a markdown table."""
 
 from __future__ import annotations
 

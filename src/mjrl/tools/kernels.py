@@ -209,6 +209,7 @@ def physics_graph_kernels(env) -> int:
 
 
 def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, compile_: str = "off") -> list[dict]:
+    """The kernels of `task_name`'s env step, rollout step and PPO minibatch step, as JSON lines."""
     from mjrl.distributed.context import single_process
     from mjrl.envs import VecEnv
     from mjrl.rl import make_algorithm
@@ -231,14 +232,7 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
 
         _dynamo.reset()  # each task compiles afresh: one process per task in training
     compile_loop(compile_, env, algorithm)
-    if ctx.device.type == "cuda":
-        count = count_cuda
-    elif compile_ != "off":
-        count = count_cpu_profiled
-    else:
-
-        def count(fn: Callable[[], object], repeats: int) -> dict:
-            return count_cpu(fn, repeats) | {"profiled_launches": count_cpu_profiled(fn, repeats)["launches"]}
+    count = _counter(ctx.device.type, compile_)
 
     def env_step() -> None:
         env.step(torch.rand(env.num_envs, env.num_actions, device=ctx.device) * 2 - 1)
@@ -267,12 +261,32 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
         for k, v in results["minibatch"].items()
     }
     graph_kernels = physics_graph_kernels(env) if env.sim.replays_graph and ctx.device.type == "cpu" else None
+    head = {"task": task_name, "device": str(ctx.device), "num_envs": num_envs, "compile": compile_}
+    return _lines(head, results, graph_kernels, top)
+
+
+def _counter(device_type: str, compile_: str) -> Callable[[Callable[[], object], int], dict]:
+    """How to count: the profiler on a GPU and for compiled code; on eager CPU code both the
+    dispatch counter and the profiler's count (`profiled_launches`), which agree."""
+    if device_type == "cuda":
+        return count_cuda
+    if compile_ != "off":
+        return count_cpu_profiled
+
+    def count(fn: Callable[[], object], repeats: int) -> dict:
+        return count_cpu(fn, repeats) | {"profiled_launches": count_cpu_profiled(fn, repeats)["launches"]}
+
+    return count
+
+
+def _lines(head: dict, results: dict[str, dict], graph_kernels: int | None, top: int) -> list[dict]:
+    """One JSON line per phase: `head`, the phase's figures rounded, its `top` kernels."""
     lines = []
     for phase, figures in results.items():
         names = figures.pop("names")
         if isinstance(figures.get("launch_calls"), dict):
             figures["launch_calls"] = {k: round(v, 1) for k, v in figures["launch_calls"].items()}
-        line = {"task": task_name, "device": str(ctx.device), "num_envs": num_envs, "compile": compile_, "phase": phase}
+        line = {**head, "phase": phase}
         line |= {k: round(v, 1) if isinstance(v, float) else v for k, v in figures.items()}
         if phase != "minibatch" and graph_kernels is not None:
             line["physics_graph_kernels"] = graph_kernels

@@ -112,7 +112,7 @@ def plot_runs(
     return _save_atomically(figure, out)
 
 
-# What `mjrl plot --table` gives without --metrics: a rough-terrain run's progress when the run
+# What `mjrl plot --table True` gives without --metrics: a rough-terrain run's progress when the run
 # logged it (docs/benchmarks.md's tables of rough runs), else the learning's summary.
 TERRAIN_TYPES = ("rough", "slope_up", "slope_down", "stairs_up", "stairs_down")
 ROUGH_TABLE = (
