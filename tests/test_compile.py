@@ -13,8 +13,7 @@ from conftest import DEVICE
 from mjrl.distributed.context import single_process
 from mjrl.envs import VecEnv
 from mjrl.rl import make_algorithm
-from mjrl.rl.algorithm import Transition
-from mjrl.runner.start import compile_loop
+from mjrl.rl.algorithm import Transition, compile_loop
 from mjrl.tasks import load_task
 
 TASK = load_task("Mjrl-Velocity-Flat-Quadruped")  # history, contacts, commands, events, noise

@@ -88,7 +88,8 @@ def test_metrics_have_one_reader_with_one_rule_for_a_damaged_line(tmp_path: Path
     assert capsys.readouterr().err.count(f"warning: skipping damaged line 4 of {metrics}") == 2
     metrics.write_text('{"iteration": 0, "mean_\n[1, 2]\n{"iteration": "x"}\n' + text)
     assert read_metrics(metrics) == whole
-    assert [f"line {n} " in capsys.readouterr().err for n in (1, 2, 3)] == [True] * 3
+    warnings = capsys.readouterr().err
+    assert [f"skipping damaged line {n} of" in warnings for n in (1, 2, 3)] == [True] * 3
     with pytest.raises(FileNotFoundError):
         read_metrics(tmp_path / "elsewhere")
 

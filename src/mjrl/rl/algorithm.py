@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import torch
 
+from mjrl.errors import UsageError
 from mjrl.mirror import ColumnMirror
 from mjrl.obs_spec import ObsGroupSpec
 from mjrl.rl.networks import ActorCritic
@@ -193,6 +194,18 @@ def rollout_step(
     transition = Transition.of_step(acted_on, actions, outcome)
     algorithm.process_env_step(transition)
     return transition.next_obs
+
+
+def compile_loop(setting: str, env: Any, algorithm: Algorithm) -> None:
+    """`--runner.compile`: step fuses the rollout step (the env's and the policy's), update the
+    update, all both."""
+    rollout, update = setting in ("step", "all"), setting in ("update", "all")
+    if (rollout or update) and not hasattr(algorithm, "compile"):  # a plugin's, written before it
+        raise UsageError(f"--runner.compile {setting}: {type(algorithm).__name__} has no compile(); use off")
+    if rollout:
+        env.compile()
+    if rollout or update:
+        algorithm.compile(rollout, update)
 
 
 def update_every(algorithm: Algorithm) -> int:

@@ -16,6 +16,7 @@ from mjrl.distributed.preemption import StopFlag
 from mjrl.envs import Task, VecEnv, check_task_spec, symmetry_problem
 from mjrl.errors import UsageError
 from mjrl.rl import AgentConfig, Algorithm, check_agent_config, make_algorithm
+from mjrl.rl.algorithm import compile_loop
 from mjrl.runner.config import TrainConfig, validate
 from mjrl.runner.faults import fault_hooks
 from mjrl.runner.graphs import loop_graphs
@@ -84,18 +85,6 @@ def build_run(
         state.env_steps = warm_up(env, algorithm, ctx, cfg)
     parts = RunParts(task, env, algorithm, run_dir, state, resumed)
     return Runner(parts, cfg, ctx, stop=stop or StopFlag(), given=given, graphs=graphs, hooks=hooks)
-
-
-def compile_loop(setting: str, env: VecEnv, algorithm: Algorithm) -> None:
-    """`--runner.compile`: step fuses the rollout step (the env's and the policy's), update the
-    update, all both."""
-    rollout, update = setting in ("step", "all"), setting in ("update", "all")
-    if (rollout or update) and not hasattr(algorithm, "compile"):  # a plugin's, written before it
-        raise UsageError(f"--runner.compile {setting}: {type(algorithm).__name__} has no compile(); use off")
-    if rollout:
-        env.compile()
-    if rollout or update:
-        algorithm.compile(rollout, update)
 
 
 def warm_up(env: VecEnv, algorithm: Algorithm, ctx: DistContext, cfg: TrainConfig) -> int:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 
 import torch
@@ -176,15 +177,15 @@ _LAUNCH_CALLS = (
 )
 
 
-def count_cuda(fn: Callable[[], object], repeats: int) -> dict:
+def count_cuda(fn: Callable[[], object], repeats: int, device: torch.device) -> dict:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(repeats):
             fn()
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
     launches: collections.Counter[str] = collections.Counter()
     device_ops: collections.Counter[str] = collections.Counter()
     for event in prof.events():
@@ -213,18 +214,16 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
     from mjrl.distributed.context import single_process
     from mjrl.envs import VecEnv
     from mjrl.rl import make_algorithm
-    from mjrl.rl.algorithm import rollout_step
-    from mjrl.runner.config import TrainConfig
-    from mjrl.runner.start import compile_loop
+    from mjrl.rl.algorithm import compile_loop, rollout_step
     from mjrl.tasks import load_task
 
     task = load_task(task_name)
     env_cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs)
-    cfg = dataclasses.replace(TrainConfig.for_task(task), env=env_cfg)
+    agent = task.agent_cfg  # the task's PPO, as `train` builds it
     ctx = single_process(device)
     env = VecEnv(env_cfg, task.build(env_cfg), ctx.device, seed=0)
-    rollout = cfg.runner.num_steps_per_env
-    algorithm = make_algorithm(cfg, env, rollout, ctx, seed=0)
+    rollout = agent.runner.num_steps_per_env
+    algorithm = make_algorithm(agent, env, rollout, ctx, seed=0)
     if compile_ != "off":
         # Not `import torch._dynamo`: that would make `torch` a name local to this function,
         # unbound where the import does not run (the default, --compile off: a NameError).
@@ -232,7 +231,7 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
 
         _dynamo.reset()  # each task compiles afresh: one process per task in training
     compile_loop(compile_, env, algorithm)
-    count = _counter(ctx.device.type, compile_)
+    count = _counter(ctx.device, compile_)
 
     def env_step() -> None:
         env.step(torch.rand(env.num_envs, env.num_actions, device=ctx.device) * 2 - 1)
@@ -249,7 +248,7 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
     for _ in range(rollout):
         obs = rollout_step(env, algorithm, obs)
     algorithm.compute_returns(obs)
-    minibatch_steps = cfg.algorithm.num_learning_epochs * cfg.algorithm.num_mini_batches
+    minibatch_steps = agent.algorithm.num_learning_epochs * agent.algorithm.num_mini_batches
     if compile_ != "off":  # compile the update's graphs before counting it
         algorithm.update()
         for _ in range(rollout):
@@ -265,11 +264,11 @@ def measure(task_name: str, num_envs: int, device: str, steps: int, top: int, co
     return _lines(head, results, graph_kernels, top)
 
 
-def _counter(device_type: str, compile_: str) -> Callable[[Callable[[], object], int], dict]:
+def _counter(device: torch.device, compile_: str) -> Callable[[Callable[[], object], int], dict]:
     """How to count: the profiler on a GPU and for compiled code; on eager CPU code both the
     dispatch counter and the profiler's count (`profiled_launches`), which agree."""
-    if device_type == "cuda":
-        return count_cuda
+    if device.type == "cuda":
+        return functools.partial(count_cuda, device=device)
     if compile_ != "off":
         return count_cpu_profiled
 
