@@ -7,7 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check src tasks configs tests tests_slurm scripts
-# Each task's Warp kernels compiled once, before the workers' processes would compile them side
-# by side (a cold cache's cost; a warm cache makes this a few seconds).
-.venv/bin/python tests/warm_kernels.py --jobs 2
 .venv/bin/python -m pytest -q -n 2 "$@"
