@@ -24,7 +24,7 @@ import torch
 from mjrl.envs.component import EnvComponent
 from mjrl.envs.episodes import EpisodeWindow
 from mjrl.envs.intervals import IntervalTimers
-from mjrl.envs.observations import ObservationBuilder
+from mjrl.envs.observations import Obs, ObservationBuilder
 from mjrl.envs.robot import Robot
 from mjrl.envs.spec import EnvConfig, TaskSpec
 from mjrl.envs.statistics import GAUGE_PARTS, TermTotals
@@ -33,8 +33,6 @@ from mjrl.envs.terrain import TerrainState
 from mjrl.fused import fuse
 from mjrl.obs_spec import ObsGroupSpec
 from mjrl.sim import Simulation
-
-Obs = dict[str, torch.Tensor]
 
 
 class VecEnv:

@@ -141,7 +141,7 @@ def curve_table(run_dir: str | Path, metrics: Sequence[str] | None = None, block
     for group in blocks.values():
         cells = [f"{group[0]['iteration']}-{group[-1]['iteration']}", f"{group[0].get('env_steps', 0) / 1e6:.1f} M"]
         for metric in chosen:
-            values = [v for row in group if isinstance(v := row.get(metric), (int, float))]
+            values = [v for row in group if math.isfinite(v := _number(row.get(metric)))]
             cells.append(f"{sum(values) / len(values):.4g}" if values else "-")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
