@@ -35,6 +35,24 @@ def test_the_chosen_algorithm_types_the_algorithm_section():
     assert isinstance(TrainConfig.for_task(task, "replay-test").algorithm, replay_learner.ReplayConfig)
 
 
+def test_a_tasks_settings_for_an_algorithm_are_that_algorithms_defaults_for_it():
+    """`Task.algorithm_settings`: `--algo sac` on Balance starts from the SAC settings measured
+    for it, PPO's defaults stay the task's agent's, and every registered task's settings name
+    keys the config has (a misspelt one would only fail when someone chose that algorithm)."""
+    from mjrl.tasks import task_names
+
+    task = load_task(BALANCE)
+    sac, ppo = TrainConfig.for_task(task, "sac"), TrainConfig.for_task(task)
+    assert (sac.env.num_envs, sac.algorithm.batch_size, sac.algorithm.symmetry.augment) == (64, 1024, True)
+    assert ppo.env == task.env_cfg and ppo.algorithm == task.agent_cfg.algorithm
+    assert sac.policy == ppo.policy == task.agent_cfg.policy  # what the settings do not name stays the task's
+    for name in task_names():
+        task = load_task(name)
+        for algo, settings in task.algorithm_settings.items():
+            cfg = TrainConfig.for_task(task, algo)
+            assert cfg.algo == algo and set(settings) <= {"env", "runner", "algorithm", "policy"}, name
+
+
 def test_an_off_policy_learner_keeps_its_ring_beside_its_checkpoints_and_resumes_deterministically(tmp_path):
     first = train("--runner.max-iterations", "2", "--log-root", str(tmp_path / "a"))
     run_a, checkpoint = Path(first["run_dir"]), Path(first["checkpoint"])

@@ -4,6 +4,7 @@ naming the closest real flags."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -131,3 +132,44 @@ def test_plays_count_of_envs_takes_mjlabs_spelling_and_a_resume_notes_once(log_r
     capsys.readouterr()
     parse_train_args([TASK, "--resume", "True", "--log-root", str(log_root), "--agent.max-iterations", "3"])
     assert capsys.readouterr().err.count("note: --agent.max-iterations is now --runner.max-iterations") == 1
+
+
+def test_a_resume_composes_its_config_once_and_parses_every_flag_in_one_pass(tmp_path: Path, monkeypatch, capsys):
+    """Issue 62: the flags that compose the defaults (--plugins, --preset, --config, --algo) stay
+    on the command line for the one parse of every flag, and the defaults are composed once, also
+    on a resume, where the resumed run's config (its algorithm's settings included) is the base."""
+    import tyro
+
+    from mjrl.config import to_dict
+    from mjrl.runner.config import experiment_config
+
+    # A SAC run to resume: its config.yaml as the runner writes it, and a checkpoint's file.
+    trained = TrainConfig.for_task(load_task(TASK), "sac")
+    trained = dataclasses.replace(trained, algorithm=dataclasses.replace(trained.algorithm, n_step=5, batch_size=128))
+    run = tmp_path / TASK / "2026-01-01_00-00-00_seed-42"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "model_000001.pt").write_bytes(b"")  # found, not read, while parsing
+    (run / "config.yaml").write_text(yaml.safe_dump(experiment_config(TASK, trained), sort_keys=False))
+    compositions, parses = [], []
+    for_task = TrainConfig.for_task.__func__
+    counted = classmethod(lambda cls, *a: compositions.append(a) or for_task(cls, *a))
+    monkeypatch.setattr(TrainConfig, "for_task", counted)
+    real_cli = tyro.cli
+    monkeypatch.setattr(tyro, "cli", lambda *a, **k: parses.append(k["args"]) or real_cli(*a, **k))
+
+    (tmp_path / "mine.yaml").write_text("runner:\n  max_iterations: 3\n")
+    args = ["--plugins=mjrl.tasks", TASK, "--resume", "True", "--log-root", str(tmp_path), "--preset", "cpu-locomotion"]
+    args += ["--config", str(tmp_path / "mine.yaml"), "--algorithm.batch-size", "64", "--env.num-envs", "8"]
+    _, cfg = parse_train_args(args)
+    assert len(compositions) == 1 and len(parses) == 1
+    assert {"--preset", "--config", "--plugins", "--resume"} <= set(parses[0]) and "mjrl.tasks" in parses[0]
+    assert cfg.algo == "sac" and (cfg.algorithm.n_step, cfg.algorithm.batch_size) == (5, 64)  # run < flags
+    assert cfg.runner.save_interval == 50 and cfg.logger == "none"  # the preset's
+    assert cfg.runner.max_iterations == 3 and cfg.env.num_envs == 8  # the config file's over it, then a flag's
+    assert cfg.plugins == ("mjrl.tasks",) and type(cfg) is type(trained)  # the command's own fields dropped
+    assert "preset" not in to_dict(cfg) and "config" not in to_dict(cfg)
+    # --help documents the composing flags with the others.
+    with pytest.raises(SystemExit):
+        parse_train_args([TASK, "--help"])
+    shown = capsys.readouterr().out
+    assert all(flag in shown for flag in ("--preset STR", "--config STR", "--algo STR", "--plugins"))

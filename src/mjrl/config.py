@@ -47,11 +47,11 @@ def apply_dict(cfg: Any, values: dict, where: str = "") -> Any:
     fields = {f.name: f for f in dataclasses.fields(cfg)}
     changes = {}
     values = _nest_flattened(cfg, _spread_split(cfg, values, where))
-    cls = type(cfg).__name__
+    classes = compat_names(cfg)
     for key, value in values.items():
         name = key.replace("-", "_")
-        name = RENAMED_KEYS.get(f"{cls}.{name}", name)  # a key of an older file
-        if f"{cls}.{name}" in RETIRED_KEYS:
+        name = next((RENAMED_KEYS[f"{c}.{name}"] for c in classes if f"{c}.{name}" in RENAMED_KEYS), name)
+        if any(f"{c}.{name}" in RETIRED_KEYS for c in classes):  # a key of an older file
             continue
         if name not in fields:
             raise UsageError(f"unknown config key '{where}{key}'; valid keys: {', '.join(fields)}")
@@ -85,8 +85,14 @@ def _spread_split(cfg: Any, values: dict, where: str) -> dict:
 
 def split_sections(cfg: Any) -> dict[str, tuple[str, ...]]:
     """The older sections of `cfg`'s class -> the sections of `cfg` that hold their keys now."""
-    prefix = f"{type(cfg).__name__}."
-    return {key.removeprefix(prefix): sections for key, sections in SPLIT_SECTIONS.items() if key.startswith(prefix)}
+    prefixes = tuple(f"{name}." for name in compat_names(cfg))
+    return {key.partition(".")[2]: sections for key, sections in SPLIT_SECTIONS.items() if key.startswith(prefixes)}
+
+
+def compat_names(cfg: Any) -> tuple[str, ...]:
+    """The class names `mjrl.compat` may know `cfg`'s keys by: its class's and those it derives
+    from (`train`'s command is a `TrainConfig` with two fields more)."""
+    return tuple(klass.__name__ for klass in type(cfg).__mro__ if dataclasses.is_dataclass(klass))
 
 
 def _field_names(cfg: Any) -> tuple[str, ...]:

@@ -16,6 +16,30 @@ from mjrl.errors import UsageError
 FLAG = "--plugins"
 
 
+def read_plugins(args: list[str]) -> tuple[str, ...]:
+    """The names `--plugins A B ...` (the values up to the next flag) or `--plugins=A,B` gives,
+    left in args; the last such flag wins, as in the parser that reads them again."""
+    names: tuple[str, ...] = ()
+    for i, arg in enumerate(args):
+        if arg.startswith(FLAG + "="):
+            names = tuple(name for name in arg.split("=", 1)[1].split(",") if name)
+        elif arg == FLAG:
+            end = next((j for j in range(i + 1, len(args)) if args[j].startswith("-")), len(args))
+            names = tuple(args[i + 1 : end])
+            if not names:
+                raise UsageError(f"{FLAG} needs module names: {FLAG} MODULE [MODULE ...]")
+    return names
+
+
+def spelled_out(args: list[str]) -> list[str]:
+    """args with `--plugins=A,B` written `--plugins A B`, as the config parser reads a list."""
+    out: list[str] = []
+    for arg in args:
+        names = arg.split("=", 1)[1].split(",") if arg.startswith(FLAG + "=") else None
+        out += [FLAG, *(name for name in names if name)] if names is not None else [arg]
+    return out
+
+
 def pop_plugins(args: list[str]) -> tuple[str, ...]:
     """Remove `--plugins A B ...` (the values up to the next flag) or `--plugins=A,B` from args."""
     for i, arg in enumerate(args):

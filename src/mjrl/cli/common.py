@@ -64,21 +64,6 @@ def _one_line(text: str, prog: str) -> str:
     return f"{message} (see `{prog} --help`)"
 
 
-def pop_option(args: list[str], name: str) -> str | None:
-    """Remove `--name VALUE` or `--name=VALUE` from args; returns VALUE."""
-    for i, arg in enumerate(args):
-        if arg == name:
-            if i + 1 >= len(args):
-                raise UsageError(f"{name} needs a value")
-            value = args[i + 1]
-            del args[i : i + 2]
-            return value
-        if arg.startswith(name + "="):
-            del args[i]
-            return arg.split("=", 1)[1]
-    return None
-
-
 def pop_task(args: list[str], usage: str) -> Any:
     """The task named by `args[0]` (popped from args); None after printing `usage` and the task
     list when there is no task or the first argument asks for help."""
@@ -93,13 +78,17 @@ def pop_task(args: list[str], usage: str) -> Any:
 
 
 def peek_option(args: list[str], name: str) -> str | None:
-    """The value of `--name VALUE` or `--name=VALUE` in args (left in place), or None."""
+    """The value of `--name VALUE` or `--name=VALUE` in args (left in place; the last one when
+    given twice, as the flag parser reads it), or None. A flag without its value is refused."""
+    value = None
     for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+        if arg == name:
+            if i + 1 >= len(args):
+                raise UsageError(f"{name} needs a value")
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def preset_names() -> list[str]:

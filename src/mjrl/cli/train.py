@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mjrl.cli.common import load_preset, parse_flags, pop_option, preset_names, read_yaml, run_command
-from mjrl.cli.flags import moved_distillation_flags, rename_known_flags
+from mjrl.cli.common import load_preset, parse_flags, peek_option, preset_names, read_yaml, run_command
+from mjrl.cli.flags import moved_distillation_flags
 from mjrl.compat import upgrade_config
 from mjrl.errors import UsageError
-from mjrl.plugins import import_plugins, pop_plugins
+from mjrl.plugins import import_plugins, read_plugins, spelled_out
 
 if TYPE_CHECKING:
     from mjrl.envs import Task
     from mjrl.runner.config import TrainConfig
+    from mjrl.runner.resume import ResumeTarget
 
 USAGE = """usage: train TASK [--algo NAME] [--plugins MODULE ...] [--preset NAME] [--config FILE] [flags]
 
@@ -36,68 +37,95 @@ presets (configs/): {presets}
 
 
 def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
-    """argv -> (task, TrainConfig). Order of precedence: task defaults < the resumed run's own
-    config (when resuming) < --preset < --config < flags."""
+    """argv -> (task, TrainConfig), in one pass of the flag parser over every flag. Order of
+    precedence: task defaults < the resumed run's own config (when resuming) < --preset <
+    --config < flags. What composes the defaults (--plugins, --preset, --config, --algo, and
+    which run a resume continues) is read from argv first and left there: the parser reads it
+    again with the rest, so `train TASK --help` documents it and a malformed value is refused
+    by the same rules as any flag. The defaults are composed once."""
     from mjrl.rl.registry import describe_algorithms
     from mjrl.tasks import describe_tasks, load_task
 
     args = list(argv)
-    plugins = pop_plugins(args)
+    plugins = read_plugins(args)
     import_plugins(plugins)
     if not args or args[0] in ("-h", "--help"):
         print(USAGE.format(tasks=describe_tasks(), algorithms=describe_algorithms(), presets=", ".join(preset_names())))
         raise SystemExit(0 if args else 2)
-    preset = pop_option(args, "--preset")
-    config_file = pop_option(args, "--config")
+    preset, config_file = peek_option(args, "--preset"), peek_option(args, "--config")
     # The algorithm types the --algorithm.* section, so it is known before the flags are parsed.
-    given = pop_option(args, "--algo")
+    given = peek_option(args, "--algo")
     algo, former_distillation = moved_distillation_flags(args, given)
     chosen_by = "--distillation.teacher" if former_distillation and given is None else f"--algo {algo}"
     saved = upgrade_config(read_yaml(Path(config_file), "config file")) if config_file else None
     if saved is not None:
         plugins = _merged(saved.get("plugins", ()), plugins)
         import_plugins(plugins)
-    if args and not args[0].startswith("-"):
-        task_name = args.pop(0)
-    elif saved is not None and "task" in saved:
-        task_name = saved["task"]
-    else:
-        raise UsageError("the first argument must be a task name; `train --help` lists them")
+    task_name = _pop_task_name(args, saved, config_file)
     task = load_task(task_name)
     saved_task = saved.pop("task", task_name) if saved is not None else task_name
     if saved_task != task_name:
         raise UsageError(f"--config {config_file} is a config of {saved_task}, not {task_name}")
-
-    from mjrl.runner.config import TrainConfig
-    from mjrl.runner.resume import resumed_run_config_file
-
     preset_values = load_preset(preset) if preset else None
     if former_distillation and preset_values and preset_values.pop("algorithm", None) is not None:
         print(f"note: --preset {preset}'s algorithm settings are PPO's, which distillation ignored: dropped",
               file=sys.stderr)  # fmt: skip
+    from mjrl.runner.resume import resumed_run_config_file
+
+    run_config = resumed_run_config_file(task_name, _resume_target(args, preset_values, saved))
     given_algo = algo or (saved or {}).get("algo") or (preset_values or {}).get("algo")
-    defaults = TrainConfig.for_task(task, given_algo or "ppo")
-    run_config = resumed_run_config_file(task_name, _resume_target(defaults, args, preset_values, saved))
+    base = _defaults(task, given_algo, run_config, task_name, chosen_by)
     if run_config is not None:
-        # A resume continues the experiment the run was: its own config is the base, and what
-        # the command line gives changes it. Starting from the task's defaults instead quietly
-        # changed the rewards of a run resumed without its --config.
-        defaults = _run_config(task, given_algo, run_config, task_name, chosen_by)
-        plugins = _merged(defaults.plugins, plugins)
-    args = rename_known_flags(args, defaults)
-    cfg = _compose(task_name, defaults, preset_values, saved, args, algo, plugins)
+        plugins = _merged(base.plugins, plugins)
+    cfg = _compose(task_name, base, preset_values, saved, spelled_out(args), plugins)
     if run_config is not None:
-        _check_same_teacher(getattr(defaults.algorithm, "teacher", ""), getattr(cfg.algorithm, "teacher", ""))
+        _check_same_teacher(getattr(base.algorithm, "teacher", ""), getattr(cfg.algorithm, "teacher", ""))
     return task, cfg
 
 
-def _resume_target(defaults: TrainConfig, args: list[str], *files: dict | None) -> TrainConfig:
-    """`defaults` with `--resume`, `--resume-dir` and `--log-root` as the preset, the config
-    file and the command line give them (in that order): which run a resume continues is known
-    before the flags are parsed, because that run's config (its algorithm included, which
-    types `--algorithm.*`) is what they change. Parsed again, with every other flag, into the
-    run's config (a malformed or missing value is refused there)."""
+COMPOSING = {"--plugins": "+", "--preset": "1", "--config": "1", "--algo": "1"}
+"""The flags that compose the defaults, which may come before the task's name, with how many
+values each takes ("+": up to the next flag)."""
+
+
+def _pop_task_name(args: list[str], saved: dict | None, config_file: str | None) -> str:
+    """The task's name, removed from args: the first argument after the composing flags (or,
+    without one, the task of the --config file)."""
+    i = _after_composing(args)
+    if i < len(args) and not args[i].startswith("-"):
+        return args.pop(i)
+    if saved is not None and "task" in saved:
+        return saved["task"]
+    raise UsageError("the first argument must be a task name; `train --help` lists them")
+
+
+def _after_composing(args: list[str]) -> int:
+    """The index of the first argument that is neither a composing flag nor one of its values."""
+    i = 0
+    while i < len(args):
+        name, joined = args[i].partition("=")[0], "=" in args[i]
+        if name not in COMPOSING:
+            return i
+        i += 1
+        if joined:
+            continue
+        if COMPOSING[name] == "1":
+            i += 1
+        else:
+            while i < len(args) and not args[i].startswith("-"):
+                i += 1
+    return i
+
+
+def _resume_target(args: list[str], *files: dict | None) -> ResumeTarget:
+    """Which run a resume continues: `--resume`, `--resume-dir` and `--log-root` as the preset,
+    the config file and the command line give them (in that order). It is known before the flags
+    are parsed, because that run's config (its algorithm included, which types `--algorithm.*`)
+    is what they change. They are parsed again, with every other flag, into the run's config
+    (a malformed or missing value is refused there)."""
     import argparse
+
+    from mjrl.runner.resume import ResumeTarget
 
     given = {k: v for f in files if f for k, v in f.items() if k in ("resume", "resume_dir", "log_root")}
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
@@ -107,11 +135,11 @@ def _resume_target(defaults: TrainConfig, args: list[str], *files: dict | None) 
     try:
         known, _ = parser.parse_known_args(args)
     except argparse.ArgumentError:
-        return dataclasses.replace(defaults, **given)
+        return ResumeTarget(**given)
     if known.resume is not None:
         given["resume"] = known.resume == "True"
     given |= {k: v for k, v in (("resume_dir", known.resume_dir), ("log_root", known.log_root)) if v is not None}
-    return dataclasses.replace(defaults, **given)
+    return ResumeTarget(**given)
 
 
 def _check_same_teacher(trained_with: str, given: str) -> None:
@@ -125,25 +153,37 @@ def _check_same_teacher(trained_with: str, given: str) -> None:
         )
 
 
+def _defaults(task: Task, algo: str | None, run_config: Path | None, task_name: str, chosen_by: str) -> TrainConfig:
+    """The defaults the flags change, composed once: the task's for the algorithm, or, on a
+    resume, those of the run's algorithm changed by what the run trained and wrote as."""
+    from mjrl.runner.config import TrainConfig
+
+    if run_config is None:
+        return TrainConfig.for_task(task, algo or "ppo")
+    return _run_config(task, algo, run_config, task_name, chosen_by)
+
+
 def _compose(
     task_name: str,
     base: TrainConfig,
     preset: dict | None,
     saved: dict | None,
     args: list[str],
-    algo: str | None,
     plugins: tuple[str, ...],
 ) -> TrainConfig:
+    """`base` < the preset < the config file < the flags, parsed in one pass (the composing
+    flags among them: the algorithm they chose types `--algorithm.*`; the plugins the command
+    gives are added to those of the run or the file)."""
     from mjrl.config import apply_dict
     from mjrl.rl.registry import chosen_name
-    from mjrl.runner.config import TrainConfig
+    from mjrl.runner.config import TrainCommand
 
     cfg = base if preset is None else apply_dict(base, preset)
     cfg = cfg if saved is None else apply_dict(cfg, saved)
-    cfg = cfg if algo is None else dataclasses.replace(cfg, algo=chosen_name(algo))
-    cfg = dataclasses.replace(cfg, plugins=plugins) if plugins else cfg
-    cls = TrainConfig[type(base.env), type(base.algorithm)]
-    return parse_flags(cls, cfg, args, f"train {task_name}", f"Train {task_name}.")
+    cls = TrainCommand[type(base.env), type(base.algorithm)]
+    command = parse_flags(cls, cls.of(cfg), args, f"train {task_name}", f"Train {task_name}.")
+    plugins = _merged(cfg.plugins, plugins)
+    return dataclasses.replace(command.train_config(), algo=chosen_name(command.algo), plugins=plugins)
 
 
 def _merged(first: tuple[str, ...] | list[str], then: tuple[str, ...]) -> tuple[str, ...]:

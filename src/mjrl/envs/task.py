@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 
@@ -31,3 +31,8 @@ class Task(Generic[AgentT]):
     play_metrics: Callable[[VecEnv], dict[str, torch.Tensor]] | None = None
     """Per-env values that `play` averages over every evaluated step and reports as
     `mean_<name>` (e.g. velocity-tracking errors); None for none."""
+    algorithm_settings: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Settings measured for this task with an algorithm other than its agent's, by the
+    algorithm's registered name: a partial config as a preset holds one (sections `env`,
+    `runner`, `algorithm`, `policy`), over the defaults when that algorithm trains it, so that
+    `train TASK --algo sac` starts from what was found to work (`TrainConfig.for_task`)."""

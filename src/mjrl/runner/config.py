@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import tyro
 
-from mjrl.config import check_numbers, to_dict
+from mjrl.config import apply_dict, check_numbers, to_dict
 from mjrl.distributed.options import LaunchOptions
 from mjrl.envs import EnvConfig
 from mjrl.errors import UsageError
@@ -113,13 +113,38 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     @classmethod
     def for_task(cls, task: Any, algo: str = "ppo") -> TrainConfig:
         """A task's defaults for `algo`: its env config and its agent's sections (an algorithm the
-        task has no settings for starts from its config class's defaults)."""
+        task has no settings for starts from its config class's defaults), then the settings
+        the task gives that algorithm (`Task.algorithm_settings`)."""
         agent: AgentConfig = task.agent_cfg
         spec = algorithm_spec(chosen_name(algo))
         algorithm = agent.algorithm if isinstance(agent.algorithm, spec.config) else spec.config()
-        return cls[type(task.env_cfg), type(algorithm)](
+        cfg = cls[type(task.env_cfg), type(algorithm)](
             env=task.env_cfg, runner=agent.runner, algo=spec.name, algorithm=algorithm, policy=agent.policy
         )
+        settings = task.algorithm_settings.get(spec.name)
+        return cfg if settings is None else apply_dict(cfg, settings)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainCommand(TrainConfig[EnvT, AlgorithmT]):
+    """Train a policy on MuJoCo-Warp worlds."""
+
+    preset: str = ""
+    """A preset from configs/ (`train --help` lists them): its values over the task's defaults
+    (and over the resumed run's config)."""
+    config: str = ""
+    """A config file (a run's config.yaml reproduces that run): its values over the preset's."""
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> TrainCommand:
+        """`cfg` as the command's defaults (no preset or config file named)."""
+        return cls(**{field.name: getattr(cfg, field.name) for field in dataclasses.fields(TrainConfig)})
+
+    def train_config(self) -> TrainConfig:
+        """What the run is given: the config without the command's own fields, which only
+        composed it."""
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(TrainConfig)}
+        return TrainConfig[type(self.env), type(self.algorithm)](**values)
 
 
 # Where and how one particular run is written or continued, not what the experiment is:

@@ -16,6 +16,7 @@ flags, since that run's config is what they change.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -36,7 +37,17 @@ from mjrl.runner.run_dir import claim_run_dir, newest_config, newest_run_dir
 from mjrl.runner.state import RngStates, TrainingState, seed_everything, sync_from_main
 
 
-def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
+@dataclasses.dataclass(frozen=True)
+class ResumeTarget:
+    """Which run a command line continues, as its flags (or its preset or config file) say,
+    read before the config is composed: that run's config is what the flags change."""
+
+    resume: bool = False
+    resume_dir: str = ""
+    log_root: str = TrainConfig.log_root
+
+
+def resume_dir_of(task_name: str, cfg: TrainConfig | ResumeTarget) -> Path | None:
     if cfg.resume_dir:
         path = Path(cfg.resume_dir)
         if not path.is_dir():
@@ -45,7 +56,7 @@ def resume_dir_of(task_name: str, cfg: TrainConfig) -> Path | None:
     return newest_run_dir(cfg.log_root, task_name) if cfg.resume else None
 
 
-def resumed_run_config_file(task_name: str, cfg: TrainConfig) -> Path | None:
+def resumed_run_config_file(task_name: str, cfg: ResumeTarget) -> Path | None:
     """The config file of the run that `cfg` continues (what it last ran with), which a resume
     starts from; None for a fresh run. Also None when the run is missing here: rank 0 reports
     that once the job starts, and a rank on a node without the run's folder must not stop
