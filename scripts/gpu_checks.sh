@@ -320,15 +320,16 @@ sac() {
   # Issue 60, item 5: SAC (`--algo sac`) on the flat quadruped and the flat humanoid at SAC_ENVS
   # (4096), one after the other, each line of `train` stamped with the seconds since the
   # command's start (sac_TASK.log: the time to every target is read off the evaluations, every
-  # SAC_EVAL iterations), a checkpoint every SAC_SAVE iterations (about a minute at 4096 envs:
-  # set it from the first window's iteration time); every metrics line goes to raw.jsonl.
+  # SAC_EVAL iterations), a checkpoint every minute of training (`--runner.save-interval-s`;
+  # SAC_SAVE_S) as well as at the end; every metrics line goes to raw.jsonl.
   # SAC_FLAGS: more flags for `train`; SAC_ROOT: the runs' log root (/tmp/sac). SAC_DEVICE=cpu
   # SAC_ENVS=16 SAC_ITERATIONS=2 SAC_EVAL=1 try the phase on a CPU machine.
   local task run_dir device=${SAC_DEVICE:-cuda} root=${SAC_ROOT:-/tmp/sac}
   for task in ${SAC_TASKS:-$GO1 Mjrl-Velocity-Flat-Humanoid}; do
     run "${SAC_S:-240}" bash -c "set -o pipefail; $bin_dir/train $task --algo sac --device $device --seed 1 \
       --env.num-envs ${SAC_ENVS:-4096} --runner.max-iterations ${SAC_ITERATIONS:-3000} \
-      --runner.eval-interval ${SAC_EVAL:-25} --runner.save-interval ${SAC_SAVE:-50} --logger none \
+      --runner.eval-interval ${SAC_EVAL:-25} --runner.save-interval 100000 \
+      --runner.save-interval-s ${SAC_SAVE_S:-60} --logger none \
       --log-root $root ${SAC_FLAGS:-} 2>&1 | stamp > $OUT/sac_$task.log"
     tail -3 "$OUT/sac_$task.log" | tee -a "$log"
     run_dir=$(ls -d $root/$task/20* 2>/dev/null | tail -1)

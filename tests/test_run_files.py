@@ -76,6 +76,20 @@ def test_resume_skips_a_torn_last_metrics_line(log_root):
     assert [m["iteration"] for m in read_metrics(metrics)] == [0, 1, 2]
 
 
+def test_checkpoints_come_by_training_time_as_well_as_by_iterations(log_root):
+    """`--runner.save-interval-s`: a checkpoint once that much training time (the logged
+    `wall_s`) has passed since the last one, beside those every `--runner.save-interval`
+    iterations, as a GPU window checkpoints every minute (issue 60)."""
+
+    def saved(*interval: str) -> list[str]:
+        run = train(log_root, "--runner.max-iterations", "4", "--runner.save-interval", "3", *interval)
+        folder = Path(last_json(run.stdout)["run_dir"]) / "checkpoints"
+        return sorted(p.name for p in folder.glob("model_*.pt"))
+
+    assert saved("--runner.save-interval-s", "1e6") == ["model_000003.pt", "model_000004.pt"]  # by iterations
+    assert saved("--runner.save-interval-s", "1e-6") == [f"model_00000{i}.pt" for i in (1, 2, 3, 4)]  # always due
+
+
 def test_metrics_have_one_reader_with_one_rule_for_a_damaged_line(tmp_path: Path, capsys) -> None:
     """`read_metrics` is what resumes, plots and benchmarks read a run with: a line cut short
     (the last one, a run still writing it or a crash) or damaged anywhere is skipped with a

@@ -17,6 +17,10 @@ class RunnerConfig:
     """Env steps collected per env and iteration (the rollout length)."""
     save_interval: int = 50
     """Write a checkpoint every this many iterations (and always at the end)."""
+    save_interval_s: float = 0.0
+    """Also write one once this many seconds of training (the logged `wall_s`: collection and
+    learning) have passed since the last; 0: by iterations only. 60 checkpoints a fast GPU run
+    every minute, whatever its iteration time."""
     save_bulk_state: bool = True
     """With each checkpoint, also write the algorithm's bulky state (an off-policy learner's
     replay buffer) into `checkpoints/bulk_<iteration>.pt`, keeping only the newest; a resume
@@ -50,6 +54,7 @@ class RunnerConfig:
         "max_iterations": ">= 1",
         "num_steps_per_env": ">= 1",
         "save_interval": ">= 1",
+        "save_interval_s": ">= 0",
         "eval_interval": ">= 0",
         "eval_envs": ">= 1",
         "replica_check_interval": ">= 0",

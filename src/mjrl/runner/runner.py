@@ -111,6 +111,7 @@ class Runner:
         max_it = self.cfg.runner.max_iterations
         metrics: dict[str, Any] = {}
         session_start, session_iterations = time.perf_counter(), 0
+        saved_at_s = self.state.wall_s  # the training time of the last checkpoint
         stop_signal = 0
         try:
             while self.state.iteration < max_it:
@@ -125,9 +126,10 @@ class Runner:
                 if stop_signal:
                     break
                 self._check_replicas()
-                if self.state.iteration % self.cfg.runner.save_interval == 0 and self.state.iteration < max_it:
+                if self._save_due(saved_at_s) and self.state.iteration < max_it:
                     self.gather_env_states()
                     self.save()
+                    saved_at_s = self.state.wall_s
             # Every rank leaves the loop after the same iteration. What is left after this last
             # collective (the last checkpoint, the export, closing the trackers) is rank 0's
             # alone, so however long it takes it is not a hang.
@@ -338,6 +340,12 @@ class Runner:
         """Every rank's env state, for rank 0's next checkpoint: a collective, so only at points
         every rank reaches (the checkpoint interval, the end of the loop)."""
         self.env_states = gather_env_states(self.ctx, self.env)
+
+    def _save_due(self, saved_at_s: float) -> bool:
+        """Every `save_interval` iterations, or `save_interval_s` of training after the last
+        checkpoint (the gathered `wall_s`, alike on every rank: all save after one iteration)."""
+        runner, trained_s = self.cfg.runner, self.state.wall_s - saved_at_s
+        return self.state.iteration % runner.save_interval == 0 or 0 < runner.save_interval_s <= trained_s
 
     def save(self) -> Path | None:
         """Rank 0 writes a checkpoint of the iteration just completed. Its own env state is
