@@ -3,6 +3,7 @@
     python scripts/bench_chaos.py --minutes 20 --log-root /tmp/chaos       # the benchmark
     python scripts/bench_chaos.py --sequence kill stop preempt --gap-s 2 4 --log-root /tmp/chaos  # short
     python scripts/bench_chaos.py --algo sac --minutes 20 --log-root /tmp/chaos-sac  # SAC, its ring saved too
+    python scripts/bench_chaos.py --sequence preempt --gap-s 1 2 --no-twin --log-root /tmp/chaos  # no twin run
 
 `train Mjrl-Cartpole-Balance --nproc-per-node 2 --max-restarts 1000` runs on the CPU (gloo) while
 this script, at random intervals, SIGKILLs a random rank or SIGSTOPs one for longer than the
@@ -11,17 +12,22 @@ Every `--preempt-every` faults it stops the whole job with SIGTERM, as a preempt
 starts it again with `--resume True`. Before each fault it waits until the job trains again.
 
 At the end it stops the job and checks: metrics.jsonl has every iteration exactly once, the last
-checkpoint plays, and it prints per fault the seconds from the fault to the next iteration and
-the iterations redone, with the run directory's disk use against a fault-free run of as many
-iterations. The last line is a JSON summary; the exit code is 1 if a check failed. With `--algo
-sac` the job trains SAC (tiny: 64 windows per gradient step, a ring of 16 steps per env), whose
-checkpoints carry the replay ring beside them (`bulk_<iteration>.pt`, counted in the disk use).
+checkpoint plays, the run directory holds only the files a run writes (no save's temporary left
+behind), every checkpoint the save interval asks for is there, and no more checkpoints off that
+schedule than faults (the stop a fault causes may save one). It prints per fault the seconds from
+the fault to the next iteration and the iterations redone, with the run directory's disk use
+against a fault-free 2-rank "twin" run of as many iterations, and their checkpoints (`--no-twin`:
+no twin, half a minute less for a short soak). The last line is a JSON summary; the exit code is 1
+if a check failed. With `--algo sac` the job trains SAC (tiny: 64 windows per gradient step, a ring
+of 16 steps per env), whose checkpoints carry the replay ring beside them (`bulk_<iteration>.pt`,
+counted in the disk use).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fnmatch
 import json
 import os
 import random
@@ -124,35 +130,66 @@ def disk_use(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def check(run_dir: Path, log_root: Path, save_interval: int, algo: str) -> dict:
+RUN_FILES = ("config.yaml", "config.resume-*.yaml", "metrics.jsonl", "ranks/rank_*.log", "checkpoints/model_*.pt",
+             "checkpoints/bulk_*.pt")  # fmt: skip
+"""What a run of the soak writes into its run directory (it logs to no tracker: no tensorboard/
+or wandb/ folder). Anything else is a stray: a save's temporary (`.model_*.tmp`, `.bulk_*.tmp`)
+that no restart cleared away, say."""
+
+
+def strays(run_dir: Path) -> list[str]:
+    files = (p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file())
+    return sorted(f for f in files if not any(fnmatch.fnmatchcase(f, pattern) for pattern in RUN_FILES))
+
+
+def scheduled_checkpoints(last: int, save_interval: int) -> set[str]:
+    """The checkpoints a run whose last iteration is `last` saves (src/mjrl/runner/runner.py):
+    one at each multiple of the save interval below it, and one at it (the soak saves by
+    iterations only, not by seconds); named as `mjrl.checkpoint.checkpoint_path` names them
+    (imported here, it would bring torch along)."""
+    return {f"model_{i:06d}.pt" for i in [*range(save_interval, last, save_interval), last]}
+
+
+def check(run_dir: Path, log_root: Path, save_interval: int, algo: str, twin: bool) -> dict:
     logged = iterations(run_dir)
-    continuous = logged == list(range(len(logged)))
     play = subprocess.run(play_command(TASK, "--run-dir", str(run_dir), "--device", "cpu", "--episodes", "2"),
                           capture_output=True, text=True)  # fmt: skip
-    # A fault-free run of as many iterations, for the disk use.
-    calm_root = log_root / "fault-free"
-    calm_command = train_command(TASK, *tiny_run(algo), "--nproc-per-node", "2", "--log-root", str(calm_root))
-    calm_command += ["--runner.max-iterations", str(len(logged)), "--runner.save-interval", str(save_interval)]
-    calm = subprocess.run(calm_command, capture_output=True, text=True)
-    calm_dir = newest_run(calm_root, TASK)
     checkpoints = run_dir / "checkpoints"
+    names = {p.name for p in checkpoints.glob("model_*.pt")}
+    scheduled = scheduled_checkpoints(len(logged), save_interval)
     bulk = [p.stat().st_size for p in checkpoints.glob("bulk_*.pt")]
     return {
         "iterations": len(logged),
-        "continuous": continuous,
+        "continuous": logged == list(range(len(logged))),
         "duplicates": len(logged) - len(set(logged)),
         "plays": play.returncode == 0,
+        "stray_files": strays(run_dir),
         "disk_bytes": disk_use(run_dir),
-        "fault_free_disk_bytes": disk_use(calm_dir) if calm.returncode == 0 else None,
-        "fault_free_exit": calm.returncode,
-        "checkpoints": len(list((run_dir / "checkpoints").glob("model_*.pt"))),
+        "checkpoints": len(names),
         # A checkpoint with what goes beside it (SAC's newest ring: one file, the newest kept)
         "checkpoint_bytes": max(p.stat().st_size for p in checkpoints.glob("model_*.pt")) + max(bulk, default=0),
         "bulk_files": len(bulk),
-        "fault_free_checkpoints": len(list((calm_dir / "checkpoints").glob("model_*.pt"))),
-        # Which they are, for a count that differs (a stop's checkpoint lies off the interval).
-        "checkpoint_names": sorted(p.name for p in (run_dir / "checkpoints").glob("model_*.pt")),
-        "fault_free_checkpoint_names": sorted(p.name for p in (calm_dir / "checkpoints").glob("model_*.pt")),
+        # Which they are (a stop a fault causes saves off the interval), and those missing.
+        "checkpoint_names": sorted(names),
+        "off_schedule_checkpoints": sorted(names - scheduled),
+        "missing_checkpoints": sorted(scheduled - names),
+        **(twin_run(log_root, save_interval, algo, len(logged)) if twin else {}),
+    }
+
+
+def twin_run(log_root: Path, save_interval: int, algo: str, iterations: int) -> dict:
+    """A fault-free run of as many iterations: its disk use and checkpoints."""
+    calm_root = log_root / "fault-free"
+    calm_command = train_command(TASK, *tiny_run(algo), "--nproc-per-node", "2", "--log-root", str(calm_root))
+    calm_command += ["--runner.max-iterations", str(iterations), "--runner.save-interval", str(save_interval)]
+    calm = subprocess.run(calm_command, capture_output=True, text=True)
+    calm_dir = newest_run(calm_root, TASK)
+    names = sorted(p.name for p in (calm_dir / "checkpoints").glob("model_*.pt"))
+    return {
+        "fault_free_disk_bytes": disk_use(calm_dir) if calm.returncode == 0 else None,
+        "fault_free_exit": calm.returncode,
+        "fault_free_checkpoints": len(names),
+        "fault_free_checkpoint_names": names,
     }
 
 
@@ -167,6 +204,7 @@ def main() -> int:
     parser.add_argument("--sequence", nargs="+", choices=["kill", "stop", "preempt"], help="these faults, in order")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--algo", choices=["ppo", "sac"], default="ppo", help="what the job trains")
+    parser.add_argument("--no-twin", action="store_true", help="run no fault-free twin to compare the disk use with")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     if (args.log_root / TASK).exists():
@@ -186,7 +224,7 @@ def main() -> int:
             kind = args.sequence[number - 1]
         soak.fault(kind, rng)
     soak.stop()
-    summary = check(soak.run_dir, args.log_root, args.save_interval, args.algo)
+    summary = check(soak.run_dir, args.log_root, args.save_interval, args.algo, twin=not args.no_twin)
     for kind in ("kill", "stop", "preempt"):
         done = [r for r in soak.records if r["fault"] == kind]
         if done:
@@ -199,7 +237,8 @@ def main() -> int:
     summary["faults"] = len(soak.records)
     summary["run_dir"], summary["algo"] = str(soak.run_dir), args.algo
     print(json.dumps(summary), flush=True)
-    ok = summary["continuous"] and not summary["duplicates"] and summary["plays"]
+    ok = summary["continuous"] and not summary["duplicates"] and summary["plays"] and not summary["stray_files"]
+    ok = ok and not summary["missing_checkpoints"] and len(summary["off_schedule_checkpoints"]) <= len(soak.records)
     return 0 if ok else 1
 
 

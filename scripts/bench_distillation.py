@@ -2,7 +2,7 @@
 
     python scripts/bench_distillation.py --teacher TEACHER_RUN --log-root /work/runs/distill   # train, report
     python scripts/bench_distillation.py --teacher TEACHER_RUN --student-run STUDENT_RUN        # report only
-    python scripts/bench_distillation.py --teacher T --log-root /tmp/d --iterations 2 --no-write -- FLAGS  # tried out
+    python scripts/bench_distillation.py --teacher T --log-root /tmp/d --iterations 2 --episode-length-s 1 --no-write
 
 Training is `train Mjrl-Velocity-Flat-Quadruped-Student --device cpu --preset cpu-locomotion
 --algo distillation --algorithm.teacher TEACHER_RUN --runner.max-iterations N` and the flags after
@@ -14,6 +14,8 @@ exports the student to ONNX and checks from its sidecar that it reads no base li
 (and that onnxruntime runs it on inputs of that width), draws the student's curves
 (`docs/img/distillation_cpu.png`) and writes the figures into `docs/benchmarks.md`. `--no-write`
 prints the report only, its curves drawn into the student's run directory: docs/ is left as it is.
+`--episode-length-s S` plays episodes of S seconds rather than the task's own (a try-out's: the
+report names it).
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ import numpy as np
 import onnxruntime
 import torch
 from common import (
-    BIN,
     GO1,
     QUADRUPED_PROFILE,
     ROOT,
+    episode_length,
+    last_json_line,
     newest_run,
     parse_with_passthrough,
-    play,
+    play_args,
     read_metrics,
     replace_section,
+    run_commands,
     train_command,
 )
 
@@ -73,41 +77,54 @@ def train_student(teacher: Path, log_root: Path, iterations: int, extra: list[st
     return newest_run(log_root, STUDENT, "student")
 
 
-def exported_inputs(student_run: Path) -> tuple[list[str], int]:
-    """The observation terms the student's ONNX model reads (from its sidecar), and the input
-    width of the ONNX model itself, which must be theirs."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "student.onnx"
-        command = [str(BIN / "mjrl"), "export", STUDENT, "--run-dir", str(student_run), "--out", str(out)]
-        subprocess.run(command, check=True, capture_output=True)
-        sidecar = Sidecar.from_json(Path(f"{out}.json").read_text())
-        session = onnxruntime.InferenceSession(str(out))
-        width = session.get_inputs()[0].shape[-1]
-        obs = np.zeros((1, width), dtype=np.float32)
-        assert session.run(None, {session.get_inputs()[0].name: obs})[0].shape == (1, 12)
+def exported_inputs(out: Path) -> tuple[list[str], int]:
+    """The observation terms the student's ONNX model `out` reads (from its sidecar), and the
+    input width of the ONNX model itself, which must be theirs."""
+    sidecar = Sidecar.from_json(Path(f"{out}.json").read_text())
+    session = onnxruntime.InferenceSession(str(out))
+    width = session.get_inputs()[0].shape[-1]
+    obs = np.zeros((1, width), dtype=np.float32)
+    assert session.run(None, {session.get_inputs()[0].name: obs})[0].shape == (1, 12)
     assert sum(t.size for t in sidecar.observation_terms) == width
     return [t.name for t in sidecar.observation_terms], width
 
 
-def report(teacher: Path, student_run: Path, episodes: int, image_dir: Path) -> tuple[str, bool]:
+def evaluate(teacher: Path, student_run: Path, episodes: int, length: list[str]) -> tuple[dict, list[str], int]:
+    """Both policies' `play` figures by (policy, commands), and the exported student's inputs
+    (`exported_inputs`): the plays and the export run in one process (`run_commands`)."""
     forward = QUADRUPED_PROFILE.settings()["forward"]
-    results = {}
-    for name, task, run in (("teacher", GO1, teacher), ("student", STUDENT, student_run)):
-        for cmds, flags in (("forward", forward), ("full", [])):
-            results[name, cmds] = play(task, episodes, ["--run-dir", str(run)], flags)
-    terms, width = exported_inputs(student_run)
+    plays = {
+        (name, cmds): play_args(task, episodes, ["--run-dir", str(run)], [*flags, *length])
+        for name, task, run in (("teacher", GO1, teacher), ("student", STUDENT, student_run))
+        for cmds, flags in (("forward", forward), ("full", []))
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "student.onnx"
+        export = ["mjrl", "export", STUDENT, "--run-dir", str(student_run), "--out", str(out)]
+        *played, _ = run_commands([*plays.values(), export])
+        terms, width = exported_inputs(out)
+    return {key: last_json_line(output) for key, output in zip(plays, played, strict=True)}, terms, width
+
+
+def report(teacher: Path, student_run: Path, episodes: int, length: list[str], image_dir: Path) -> tuple[str, bool]:
+    """The report, and whether the student passed; `length`: the `play` flags of a shorter
+    episode (`--env.episode-length-s S`), or none."""
+    forward = QUADRUPED_PROFILE.settings()["forward"]
+    results, terms, width = evaluate(teacher, student_run, episodes, length)
     checks = [results["student", cmds][figure] <= limit for cmds, figure, limit in TARGETS]
     no_lin_vel = "base_lin_vel" not in terms
     passed = all(checks) and no_lin_vel
     lines = read_metrics(student_run)
-    image = plot_runs([student_run], image_dir / "distillation_cpu.png", CURVES, x="env_steps")
+    # A student cut off before its first evaluation (or trained without any) logged no eval/ curve.
+    curves = [m for m in CURVES if m in set().union(*lines)]
+    image = plot_runs([student_run], image_dir / "distillation_cpu.png", curves, x="env_steps")
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
     rows = [
         f"{datetime.date.today()}, {cpu}, {platform.python_version()}, torch {torch.__version__}.",
         f"Teacher `{teacher}`; student `{student_run}` after {lines[-1]['iteration'] + 1} iterations "
         f"({lines[-1]['env_steps'] / 1e6:.1f} M env steps, {lines[-1]['wall_s'] / 60:.0f} min).",
-        f"`play --run-dir RUN --episodes {episodes}` (the mean policy), forward = "
+        f"`{' '.join(['play --run-dir RUN --episodes', str(episodes), *length])}` (the mean policy), forward = "
         f"`{' '.join(forward)}`, full = the task's command distribution.",
         "",
         "| policy | commands | " + " | ".join(FIGURES) + " |",
@@ -135,12 +152,14 @@ def main() -> None:
     parser.add_argument("--student-run", type=Path, help="report on this student run instead of training one")
     parser.add_argument("--iterations", type=int, default=400)
     parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--episode-length-s", type=float, help="play episodes this long, not the task's")
     parser.add_argument("--no-write", action="store_true", help="print the report only, the curves in the run")
     args, extra = parse_with_passthrough(parser)  # the flags after `--` go to `train`
     if (args.log_root is None) == (args.student_run is None):
         parser.error("give --log-root (train a student) or --student-run (report on one)")
     student_run = args.student_run or train_student(args.teacher, args.log_root, args.iterations, extra)
-    text, passed = report(args.teacher, student_run, args.episodes, student_run if args.no_write else ROOT / "docs/img")
+    image_dir = student_run if args.no_write else ROOT / "docs/img"
+    text, passed = report(args.teacher, student_run, args.episodes, episode_length(args.episode_length_s), image_dir)
     if not args.no_write:
         replace_section(MARKERS, "Distillation: a student without base velocity (issue 23), CPU", text)
     print(text)

@@ -2,6 +2,7 @@
 iteration spent in collectives, for both gradient-sync modes.
 
     python scripts/bench_distributed.py [--task Mjrl-Cartpole-Balance] [--num-envs 128] [--iterations 12]
+    python scripts/bench_distributed.py --syncs rollout    # 2 ranks in one sync mode only: half the time
 
 Runs `train` as real processes (the built-in launcher for 2 ranks, gloo on the CPU) and reads
 their metrics.jsonl. The first 2 iterations are skipped as warm-up; figures are medians.
@@ -45,11 +46,15 @@ def main() -> None:
     parser.add_argument("--task", default="Mjrl-Cartpole-Balance")
     parser.add_argument("--num-envs", type=int, default=128, help="envs per rank")
     parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument("--syncs", nargs="+", choices=["gradients", "rollout"], default=["gradients", "rollout"],
+                        help="the gradient-sync modes of the 2-rank runs")  # fmt: skip
     args = parser.parse_args()
+    if args.iterations < 3:  # the figures are of the iterations after the warm-up's two
+        parser.error("--iterations: at least 3")
     with tempfile.TemporaryDirectory() as log_root:
         one = run(args.task, args.num_envs, args.iterations, 1, "gradients", log_root)
         print(json.dumps(one), flush=True)
-        for sync in ("gradients", "rollout"):
+        for sync in args.syncs:
             two = run(args.task, args.num_envs, args.iterations, 2, sync, log_root)
             two["speedup_vs_1_rank"] = round(two["steps_per_second"] / one["steps_per_second"], 2)
             print(json.dumps(two), flush=True)

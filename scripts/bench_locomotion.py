@@ -6,7 +6,7 @@
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Mule ...    # another robot, its own section
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid --ranks 2 ...
     python scripts/bench_locomotion.py --throughput [--iterations 8] [--rounds 2]
-    python scripts/bench_locomotion.py --log-root /tmp/loco --no-write -- --runner.max-iterations 2  # tried out
+    python scripts/bench_locomotion.py --log-root /tmp/loco --no-write --episode-length-s 1 -- --runner.max-iterations 2
 
 Training is `train TASK --device cpu --preset cpu-locomotion` (19.7 M env steps; the humanoid's
 `cpu-humanoid`, 60 M) and the flags after `--`: run it in the background (`nohup ... &`). The
@@ -17,7 +17,8 @@ full command distribution, and the zero command without pushes. It checks the ro
 (`PROFILES` in `common.py`), draws the learning curves against env steps and wall time
 (`docs/img/locomotion_cpu_*.png`), and writes the figures into `docs/benchmarks.md` between the
 markers of its section. `--no-write` prints the report only, its curves drawn into the run
-directory: docs/ is left as it is.
+directory: docs/ is left as it is. `--episode-length-s S` plays episodes of S seconds rather than
+the task's own (a try-out's: the report names it; its targets are judged all the same).
 
 `--throughput` times the training loop of each robot's CPU preset, one after another in one run
 (median env steps/s of iterations 3 onwards, `--rounds` times in turn, the median of those): the
@@ -44,11 +45,12 @@ from common import (
     ROOT,
     cpu_run_line,
     cpu_training_rate,
+    episode_length,
     first_eval_meeting_targets,
     full_set_targets,
     newest_run,
     parse_with_passthrough,
-    play,
+    play_each,
     profile,
     read_metrics,
     replace_section,
@@ -122,14 +124,18 @@ def throughput(iterations: int, rounds: int) -> dict:
     return result
 
 
-def report(task: str, run_dir: Path, episodes: int, image_dir: Path) -> str:
-    results, targets = {}, profile(task).targets
+def report(task: str, run_dir: Path, episodes: int, length: list[str], image_dir: Path) -> str:
+    """The report; `length`: the `play` flags of a shorter episode (`--env.episode-length-s S`), or none."""
+    targets = profile(task).targets
     # The zero-action baseline runs the robot the preset trains (its locked joints).
     locked = preset_config(task).get("env", {}).get("robot", {}).get("locked_joints", [])
     zero = ["--zero-actions", "True", *(["--env.robot.locked-joints", *locked] if locked else [])]
-    for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", zero)):
-        for cmds, flags in profile(task).settings().items():
-            results[policy, cmds] = play(task, episodes, source, flags)
+    plays = {
+        (policy, cmds): (task, source, [*flags, *length])
+        for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", zero))
+        for cmds, flags in profile(task).settings().items()
+    }
+    results = dict(zip(plays, play_each(list(plays.values()), episodes), strict=True))
     lines = read_metrics(run_dir)
     last, reached = lines[-1], first_eval_meeting_targets(lines, targets)
     images = []
@@ -168,7 +174,7 @@ def report(task: str, run_dir: Path, episodes: int, image_dir: Path) -> str:
         [
             cpu_run_line(task, run_dir, last),
             "",
-            f"`play --episodes {episodes}`, deterministic policy, clean observations:",
+            f"`{' '.join(['play --episodes', str(episodes), *length])}`, deterministic policy, clean observations:",
             "",
             *rows,
             "",
@@ -198,6 +204,7 @@ def main() -> None:
     parser.add_argument("--log-root", type=Path, default=ROOT / "logs")
     parser.add_argument("--resume", action="store_true", help="continue the newest run under --log-root")
     parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--episode-length-s", type=float, help="play episodes this long, not the task's")
     parser.add_argument("--ranks", type=int, default=1, help="train as this many ranks (2 on a 2-core machine)")
     parser.add_argument("--no-write", action="store_true", help="print the report only, the curves in the run")
     parser.add_argument("--throughput", action="store_true", help="time each robot's training loop instead")
@@ -208,7 +215,8 @@ def main() -> None:
         print(json.dumps(throughput(args.iterations, args.rounds), indent=1))
         return
     run_dir = args.run_dir or train(args.task, args.log_root, args.resume, args.ranks, extra)
-    text = report(args.task, run_dir, args.episodes, run_dir if args.no_write else ROOT / "docs/img")
+    length = episode_length(args.episode_length_s)
+    text = report(args.task, run_dir, args.episodes, length, run_dir if args.no_write else ROOT / "docs/img")
     print(text)
     if not args.no_write:
         write_section(args.task, text)

@@ -20,6 +20,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,8 +67,64 @@ def last_json_line(output: str) -> dict:
 def play(task: str, episodes: int, source: list[str], commands: list[str], device: str = "cpu") -> dict:
     """`play`'s figures for a policy (`source`: `--run-dir RUN`, or `--zero-actions True`) under
     the `commands` flags."""
-    command = play_command(task, *source, "--episodes", str(episodes), "--device", device, *commands)
-    return last_json_line(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    return play_each([(task, source, commands)], episodes, device)[0]
+
+
+def play_each(plays: list[tuple[str, list[str], list[str]]], episodes: int, device: str = "cpu") -> list[dict]:
+    """`play`'s figures for each (task, source, commands) of `plays`, all evaluated by one
+    process (`run_commands`)."""
+    commands = [play_args(task, episodes, source, flags, device) for task, source, flags in plays]
+    return [last_json_line(output) for output in run_commands(commands)]
+
+
+def play_args(task: str, episodes: int, source: list[str], commands: list[str], device: str = "cpu") -> list[str]:
+    """`run_commands`' command `play TASK SOURCE --episodes EPISODES --device DEVICE COMMANDS`."""
+    return ["play", task, *source, "--episodes", str(episodes), "--device", device, *commands]
+
+
+def episode_length(seconds: float | None) -> list[str]:
+    """The `play` flags of episodes `seconds` long (a benchmark's try-out), none for the task's own."""
+    return [] if seconds is None else ["--env.episode-length-s", f"{seconds:g}"]
+
+
+CLI_MODULES = {"play": "mjrl.cli.play", "mjrl": "mjrl.cli.main"}
+"""The console scripts `run_commands` runs, by the module whose `main(argv)` they call."""
+
+
+def run_commands(commands: list[list[str]]) -> list[str]:
+    """The printed output of each of `commands` (`["play", TASK, ...]`, `["mjrl", "export", ...]`),
+    run one after another as `main(argv)` in one child process (this file run as a script).
+    A process of its own pays mjrl's imports and kernel loading, 4-5 s of CPU, for each command;
+    this one pays them once, and the script that asks keeps no simulator of its own. The first
+    command that fails stops the rest: RuntimeError, with its output."""
+    with tempfile.TemporaryDirectory() as tmp:
+        outputs = Path(tmp) / "outputs.json"
+        child = [sys.executable, __file__, str(outputs), json.dumps(commands)]
+        result = subprocess.run(child, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+        return json.loads(outputs.read_text())
+
+
+def _run_here(commands: list[list[str]], outputs: Path) -> int:
+    """`run_commands`' child: each command's stdout captured (what mjrl's native libraries print
+    goes to the process's own), all written to `outputs` once every command has succeeded."""
+    import contextlib
+    import importlib
+    import io
+
+    printed = []
+    for name, *argv in commands:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = importlib.import_module(CLI_MODULES[name]).main(argv)
+        print(out.getvalue(), end="")
+        if code:
+            print(f"`{name} {' '.join(argv)}` exited with {code}", file=sys.stderr)
+            return code
+        printed.append(out.getvalue())
+    outputs.write_text(json.dumps(printed))
+    return 0
 
 
 def newest_run(log_root: Path, task: str, name: str = "") -> Path:
@@ -323,3 +380,7 @@ def replace_section(markers: tuple[str, str], heading: str, text: str) -> None:
     else:
         doc += f"\n## {heading}\n\n{section}\n"
     path.write_text(doc)
+
+
+if __name__ == "__main__":  # `run_commands`' child: OUTPUTS_FILE COMMANDS_JSON
+    sys.exit(_run_here(json.loads(sys.argv[2]), Path(sys.argv[1])))

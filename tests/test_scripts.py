@@ -314,3 +314,80 @@ def test_bench_faults_times_a_killed_ranks_job_to_its_end() -> None:
     out = run_script("bench_faults", "--scenarios", "kill", "--repeats", "1").stdout
     (line,) = json_lines(out)
     assert line["scenario"] == "kill" and len(line["seconds"]) == 1 and 0 < line["seconds"][0] < 15, line
+
+
+def report_rows(out: str) -> dict[tuple[str, str], list[str]]:
+    """A report's table (`| policy | commands | figures... |`): the figures by (policy, commands)."""
+    rows = [line.strip("| ").split(" | ") for line in out.splitlines() if line.startswith("| ")]
+    return {(policy, cmds): figures for policy, cmds, *figures in rows if policy not in ("policy", "---")}
+
+
+@pytest.mark.heavy
+def test_bench_locomotion_reports_each_command_setting_and_teaches_bench_distillations_student(
+    monkeypatch, tmp_path
+) -> None:
+    """Both default modes, tiny (issue 61), `bench_locomotion`'s run the teacher of
+    `bench_distillation`'s student. The locomotion report has each policy under each command
+    setting of the robot's profile and judges each target on the figure its table gives; the
+    distillation report plays the teacher as the locomotion report did (the same figures), and the
+    student's ONNX sidecar names no base velocity. Both play 1 s episodes, which their reports name;
+    `--no-write` leaves docs/benchmarks.md as it is."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    from common import GO1, QUADRUPED_PROFILE
+
+    doc = (SCRIPTS.parent / "docs" / "benchmarks.md").read_text()
+    # No periodic evaluation: 20 s episodes, 4-6 s of each training, and a tiny run meets no target.
+    tiny = ["--env.num-envs", "16", "--runner.max-iterations", "2", "--runner.eval-interval", "0"]
+    quick = ["--episodes", "2", "--episode-length-s", "1", "--no-write"]
+    loco = run_script("bench_locomotion", "--log-root", str(tmp_path), *quick, "--", *tiny).stdout
+    (teacher,) = (tmp_path / GO1).iterdir()
+    assert f"`{GO1}`, run `{teacher.name}`, 2 iterations" in loco
+    assert "`play --episodes 2 --env.episode-length-s 1`, deterministic policy" in loco
+    rows = report_rows(loco)
+    settings = list(QUADRUPED_PROFILE.settings())
+    assert settings == ["forward", "full"]
+    assert list(rows) == [(policy, cmds) for policy in ("trained", "zero actions") for cmds in settings]
+    columns = {"mean_lin_vel_error": 0, "mean_yaw_rate_error": 1}  # the table's columns, as the checks print them
+    for cmds, figure, low, high in QUADRUPED_PROFILE.targets:
+        (check,) = [line for line in loco.splitlines() if line.startswith(f"- {cmds} commands, {figure} ")]
+        value = float(check.split(": ")[1].split()[0])
+        assert check.endswith("**met**" if low <= value <= high else "**not met**"), check
+        if figure in columns:
+            assert check.split(": ")[1].split()[0] == rows["trained", cmds][columns[figure]], check
+    assert all((teacher / f"locomotion_cpu_{x}.png").stat().st_size > 0 for x in ("env_steps", "wall_s"))
+
+    distill = run_script("bench_distillation", "--teacher", str(teacher), "--log-root", str(tmp_path), "--iterations",
+                         "2", *quick, "--", *tiny).stdout  # fmt: skip
+    (student,) = (tmp_path / "Mjrl-Velocity-Flat-Quadruped-Student").iterdir()
+    assert f"student `{student}` after 2 iterations" in distill and "--episodes 2 --env.episode-length-s 1`" in distill
+    figures = report_rows(distill)
+    assert list(figures) == [(policy, cmds) for policy in ("teacher", "student") for cmds in settings]
+    for cmds in settings:  # the planar and yaw-rate errors, each printed to 3 decimals by both
+        assert figures["teacher", cmds][:2] == rows["trained", cmds][:2], cmds
+    (inputs,) = [line for line in distill.splitlines() if line.startswith("Its ONNX model reads ")]
+    terms = inputs.split(": ", 1)[1].split("; ")[0].split(", ")
+    assert "base_lin_vel" not in terms and "base_ang_vel" in terms and inputs.endswith("; no base linear velocity.")
+    forward = figures["student", "forward"]
+    meets = float(forward[0]) <= 0.25 and float(forward[2]) == 0.0  # forward planar error, early terminations
+    assert json_lines(distill)[-1] == {"student_meets_targets": meets}
+    assert f"The student {'meets' if meets else 'misses'} the targets" in distill
+    assert (student / "distillation_cpu.png").stat().st_size > 0
+    assert (SCRIPTS.parent / "docs" / "benchmarks.md").read_text() == doc
+
+
+def test_bench_distributed_reports_one_rank_against_two() -> None:
+    """`bench_distributed.py` tiny (issue 61): one rank, then two, at 16 envs a rank. Two ranks
+    sync the rollout only (`--syncs`, 13 s less): the other 2-rank tests train with the default
+    sync, gradients. With 3 iterations one is measured after the warm-up's two, so each line's
+    figures are that iteration's: its steps/s are the whole job's steps (16 envs x 32 steps a
+    rank) over its seconds, and two ranks' speedup is their steps/s over one rank's."""
+    out = run_script("bench_distributed", "--num-envs", "16", "--iterations", "3", "--syncs", "rollout").stdout
+    one, two = json_lines(out)
+    assert [(line["ranks"], line["sync"]) for line in (one, two)] == [(1, "gradients"), (2, "rollout")]
+    for line in (one, two):
+        steps, seconds = line["ranks"] * 16 * 32, line["collection_s"] + line["learning_s"]
+        # Each of the two seconds is rounded to the millisecond, the steps/s to the step.
+        assert steps / (seconds + 0.001) - 1 <= line["steps_per_second"] <= steps / (seconds - 0.001) + 1, line
+    # One process issues no collectives; two spend part of each iteration in them.
+    assert one["collective_share"] == 0 < two["collective_share"]
+    assert two["speedup_vs_1_rank"] == round(two["steps_per_second"] / one["steps_per_second"], 2)
