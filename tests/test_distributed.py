@@ -245,14 +245,15 @@ def test_launcher_rejects_more_processes_than_gpus(log_root):
 
 @pytest.mark.heavy
 def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_path):
-    """2 ranks x 128 envs against 1 rank x 256 envs, same seed, 40 iterations.
+    """2 ranks x 128 envs against 1 rank x 256 envs, same seed, 20 iterations.
 
-    Score: the mean reward per step over the last 5 iterations (8192 samples each). Measured on
-    this machine (docs/benchmarks.md), single-rank runs differ by up to 0.30 between seeds at
-    iteration 40 (0.49 and 0.79 of a maximum of 1), so the two setups must agree within that
-    spread, and both must have learned clearly (+0.08 over their first iteration; both gained
-    0.13 to 0.35 in the measured runs). The exact equivalence of the update itself is checked
-    in test_collectives.py."""
+    Score: the mean reward per step over the last 5 iterations (8192 samples each). With Balance's
+    defaults of 2026-11-28 (mirror images, KL target 0.005), single-rank runs of seeds 1-3 scored
+    0.44-0.48 at iteration 20 (0.82-0.90 at 40), 0.18-0.23 over their first iteration, and two
+    ranks of seed 1 0.49 against one rank's 0.48 (docs/benchmarks.md). So the two setups must
+    agree within 0.15, three times that spread, and both must have learned clearly (+0.08 over
+    their first iteration). The exact equivalence of the update itself is checked in
+    test_collectives.py."""
     common = [
         TASK,
         "--device",
@@ -264,7 +265,7 @@ def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_
         "--runner.num-steps-per-env",
         "32",
         "--runner.max-iterations",
-        "40",
+        "20",
         "--seed",
         "1",
     ]
@@ -283,11 +284,11 @@ def test_two_ranks_learn_about_as_well_as_one_rank_with_the_same_total_envs(tmp_
     for name, result in (("one", one), ("two", two)):
         assert result.returncode == 0, result.stderr[-2000:]
         metrics = read_metrics(Path(last_json(result.stdout)["run_dir"]) / "metrics.jsonl")
-        assert metrics[-1]["env_steps"] == (WARM_UP + 40) * 256 * 32
+        assert metrics[-1]["env_steps"] == (WARM_UP + 20) * 256 * 32
         last5 = sum(m["mean_step_reward"] for m in metrics[-5:]) / 5
         scores[name] = last5
         assert last5 > metrics[0]["mean_step_reward"] + 0.08, (name, last5, metrics[0]["mean_step_reward"])
-    assert abs(scores["two"] - scores["one"]) < 0.30, scores
+    assert abs(scores["two"] - scores["one"]) < 0.15, scores
 
 
 def test_one_named_gpu_is_refused_for_several_ranks_per_node(log_root):

@@ -149,10 +149,12 @@ def test_a_resume_composes_its_config_once_and_parses_every_flag_in_one_pass(tmp
     run = tmp_path / TASK / "2026-01-01_00-00-00_seed-42"
     (run / "checkpoints").mkdir(parents=True)
     (run / "checkpoints" / "model_000001.pt").write_bytes(b"")  # found, not read, while parsing
-    (run / "config.yaml").write_text(yaml.safe_dump(experiment_config(TASK, trained), sort_keys=False))
+    written = experiment_config(TASK, trained)
+    del written["algorithm"]["symmetry"]  # a key added after the run was written
+    (run / "config.yaml").write_text(yaml.safe_dump(written, sort_keys=False))
     compositions, parses = [], []
     for_task = TrainConfig.for_task.__func__
-    counted = classmethod(lambda cls, *a: compositions.append(a) or for_task(cls, *a))
+    counted = classmethod(lambda cls, *a, **k: compositions.append(a) or for_task(cls, *a, **k))
     monkeypatch.setattr(TrainConfig, "for_task", counted)
     real_cli = tyro.cli
     monkeypatch.setattr(tyro, "cli", lambda *a, **k: parses.append(k["args"]) or real_cli(*a, **k))
@@ -164,6 +166,8 @@ def test_a_resume_composes_its_config_once_and_parses_every_flag_in_one_pass(tmp
     assert len(compositions) == 1 and len(parses) == 1
     assert {"--preset", "--config", "--plugins", "--resume"} <= set(parses[0]) and "mjrl.tasks" in parses[0]
     assert cfg.algo == "sac" and (cfg.algorithm.n_step, cfg.algorithm.batch_size) == (5, 64)  # run < flags
+    # The key the run lacks takes its class default (what the run trained), not the task's SAC settings.
+    assert trained.algorithm.symmetry.augment and not cfg.algorithm.symmetry.augment
     assert cfg.runner.save_interval == 50 and cfg.logger == "none"  # the preset's
     assert cfg.runner.max_iterations == 3 and cfg.env.num_envs == 8  # the config file's over it, then a flag's
     assert cfg.plugins == ("mjrl.tasks",) and type(cfg) is type(trained)  # the command's own fields dropped
@@ -173,3 +177,15 @@ def test_a_resume_composes_its_config_once_and_parses_every_flag_in_one_pass(tmp
         parse_train_args([TASK, "--help"])
     shown = capsys.readouterr().out
     assert all(flag in shown for flag in ("--preset STR", "--config STR", "--algo STR", "--plugins"))
+
+
+def test_the_composing_flags_before_the_task_still_ask_for_help_and_choose_what_a_former_flag_chose(capsys):
+    """`train --plugins=MOD --help` lists the tasks the plugin registers; `--algo auto` beside a
+    former `--distillation.teacher` still trains a distillation (read again by the one parse,
+    `auto` would have said PPO, with distillation's settings)."""
+    with pytest.raises(SystemExit) as ended:
+        parse_train_args(["--plugins=mjrl.tasks", "--help"])
+    assert ended.value.code == 0 and TASK in capsys.readouterr().out
+    student = "Mjrl-Velocity-Flat-Quadruped-Student"
+    _, cfg = parse_train_args([student, "--algo", "auto", "--distillation.teacher", "runs/flat-2ranks"])
+    assert cfg.algo == "distillation" and cfg.algorithm.teacher == "runs/flat-2ranks"

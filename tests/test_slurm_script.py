@@ -36,6 +36,16 @@ def test_the_script_asks_slurm_for_what_the_job_needs_and_is_valid_bash(tmp_path
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
 
 
+def test_the_plugins_that_register_the_task_reach_every_nodes_train() -> None:
+    """`--plugins` before or after the task: imported here to check the task, and passed on to
+    the job's `train`, whose node would not know a task a plugin registers without it."""
+    for given in (["--plugins=mjrl.tasks", BALANCE], [BALANCE, "--plugins", "mjrl.tasks"]):
+        result = run_main("mjrl", "slurm", *given, "--nodes", "2", "--gpus-per-node", "0")
+        assert result.returncode == 0, result.stderr
+        (srun,) = [line for line in result.stdout.splitlines() if line.startswith("srun ")]
+        assert f" {BALANCE} --plugins mjrl.tasks " in srun, srun
+
+
 def test_the_rendezvous_port_comes_from_the_job_id(tmp_path) -> None:
     text = script("--nodes", "2", "--gpus-per-node", "0")
     (line,) = [line for line in text.splitlines() if line.startswith("port=")]

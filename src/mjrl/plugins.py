@@ -16,44 +16,42 @@ from mjrl.errors import UsageError
 FLAG = "--plugins"
 
 
-def read_plugins(args: list[str]) -> tuple[str, ...]:
-    """The names `--plugins A B ...` (the values up to the next flag) or `--plugins=A,B` gives,
-    left in args; the last such flag wins, as in the parser that reads them again."""
-    names: tuple[str, ...] = ()
+def plugin_spans(args: list[str]) -> list[tuple[int, int, tuple[str, ...]]]:
+    """Each `--plugins A B ...` (the values up to the next flag) or `--plugins=A,B` in args:
+    (its first index, the index after it, the names it gives)."""
+    spans = []
     for i, arg in enumerate(args):
         if arg.startswith(FLAG + "="):
-            names = tuple(name for name in arg.split("=", 1)[1].split(",") if name)
+            spans.append((i, i + 1, tuple(name for name in arg.split("=", 1)[1].split(",") if name)))
         elif arg == FLAG:
             end = next((j for j in range(i + 1, len(args)) if args[j].startswith("-")), len(args))
-            names = tuple(args[i + 1 : end])
-            if not names:
+            if end == i + 1:
                 raise UsageError(f"{FLAG} needs module names: {FLAG} MODULE [MODULE ...]")
-    return names
+            spans.append((i, end, tuple(args[i + 1 : end])))
+    return spans
 
 
-def spelled_out(args: list[str]) -> list[str]:
-    """args with `--plugins=A,B` written `--plugins A B`, as the config parser reads a list."""
-    out: list[str] = []
-    for arg in args:
-        names = arg.split("=", 1)[1].split(",") if arg.startswith(FLAG + "=") else None
-        out += [FLAG, *(name for name in names if name)] if names is not None else [arg]
-    return out
+def read_plugins(args: list[str]) -> tuple[str, ...]:
+    """The names the last `--plugins` gives (as the parser that reads them again takes the
+    last), left in args."""
+    spans = plugin_spans(args)
+    return spans[-1][2] if spans else ()
 
 
 def pop_plugins(args: list[str]) -> tuple[str, ...]:
-    """Remove `--plugins A B ...` (the values up to the next flag) or `--plugins=A,B` from args."""
-    for i, arg in enumerate(args):
-        if arg.startswith(FLAG + "="):
-            del args[i]
-            return tuple(name for name in arg.split("=", 1)[1].split(",") if name)
-        if arg == FLAG:
-            end = next((j for j in range(i + 1, len(args)) if args[j].startswith("-")), len(args))
-            names = tuple(args[i + 1 : end])
-            if not names:
-                raise UsageError(f"{FLAG} needs module names: {FLAG} MODULE [MODULE ...]")
-            del args[i:end]
-            return names
-    return ()
+    """`read_plugins`, every `--plugins` removed from args."""
+    spans = plugin_spans(args)
+    for start, end, _ in reversed(spans):
+        del args[start:end]
+    return spans[-1][2] if spans else ()
+
+
+def spelled_out(args: list[str]) -> list[str]:
+    """args with each `--plugins=A,B` written `--plugins A B`, as the config parser reads a list."""
+    out = list(args)
+    for start, end, names in reversed(plugin_spans(args)):
+        out[start:end] = [FLAG, *names]
+    return out
 
 
 def import_plugins(names: Iterable[str]) -> None:

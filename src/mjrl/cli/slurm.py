@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from mjrl.cli.common import parse_flags, pop_task, run_command
 from mjrl.errors import UsageError
+from mjrl.plugins import read_plugins
 
 USAGE = "usage: mjrl slurm TASK --nodes N --gpus-per-node G [--time LIMIT] [--seeds 1-8] [--submit True] [train flags]"
 
@@ -184,10 +185,12 @@ def _slurm(argv: list[str]) -> int:
     from mjrl.files import make_dirs, prepare_output_file, write_text
 
     args = list(argv)
+    plugins = read_plugins(args)  # `pop_task` imports and removes them; each node's train needs them too
     task = pop_task(args, USAGE)
     if task is None:
         return 0 if args else 2
     mine, train_args = split_args(args)
+    train_args = [*(["--plugins", *plugins] if plugins else []), *train_args]
     cfg = parse_flags(SlurmConfig, SlurmConfig(), mine, "mjrl slurm", SlurmConfig.__doc__ or "")
     if cfg.out:  # like every other --out: before any work, one line if it cannot be written
         prepare_output_file(Path(cfg.out))

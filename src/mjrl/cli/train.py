@@ -49,10 +49,11 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     args = list(argv)
     plugins = read_plugins(args)
     import_plugins(plugins)
-    if not args or args[0] in ("-h", "--help"):
-        print(USAGE.format(tasks=describe_tasks(), algorithms=describe_algorithms(), presets=", ".join(preset_names())))
-        raise SystemExit(0 if args else 2)
     preset, config_file = peek_option(args, "--preset"), peek_option(args, "--config")
+    first = _after_composing(args)  # the task's name, or help
+    if (first == len(args) and not config_file) or args[first : first + 1] in (["-h"], ["--help"]):
+        print(USAGE.format(tasks=describe_tasks(), algorithms=describe_algorithms(), presets=", ".join(preset_names())))
+        raise SystemExit(0 if first < len(args) else 2)
     # The algorithm types the --algorithm.* section, so it is known before the flags are parsed.
     given = peek_option(args, "--algo")
     algo, former_distillation = moved_distillation_flags(args, given)
@@ -77,7 +78,7 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     base = _defaults(task, given_algo, run_config, task_name, chosen_by)
     if run_config is not None:
         plugins = _merged(base.plugins, plugins)
-    cfg = _compose(task_name, base, preset_values, saved, spelled_out(args), plugins)
+    cfg = _compose(task_name, base, preset_values, saved, spelled_out(args), plugins, algo)
     if run_config is not None:
         _check_same_teacher(getattr(base.algorithm, "teacher", ""), getattr(cfg.algorithm, "teacher", ""))
     return task, cfg
@@ -85,7 +86,8 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
 
 COMPOSING = {"--plugins": "+", "--preset": "1", "--config": "1", "--algo": "1"}
 """The flags that compose the defaults, which may come before the task's name, with how many
-values each takes ("+": up to the next flag)."""
+values each takes ("+": up to the next flag, so before the task's name plugins are written
+`--plugins=A,B`)."""
 
 
 def _pop_task_name(args: list[str], saved: dict | None, config_file: str | None) -> str:
@@ -170,20 +172,27 @@ def _compose(
     saved: dict | None,
     args: list[str],
     plugins: tuple[str, ...],
+    algo: str | None,
 ) -> TrainConfig:
     """`base` < the preset < the config file < the flags, parsed in one pass (the composing
-    flags among them: the algorithm they chose types `--algorithm.*`; the plugins the command
-    gives are added to those of the run or the file)."""
+    flags among them: `algo`, the algorithm they chose (`--algo`, or a former distillation
+    flag's), types `--algorithm.*`; the plugins the command gives are added to those of the
+    run or the file)."""
     from mjrl.config import apply_dict
-    from mjrl.rl.registry import chosen_name
+    from mjrl.rl.registry import algorithm_spec, chosen_name
     from mjrl.runner.config import TrainCommand
 
     cfg = base if preset is None else apply_dict(base, preset)
     cfg = cfg if saved is None else apply_dict(cfg, saved)
     cls = TrainCommand[type(base.env), type(base.algorithm)]
     command = parse_flags(cls, cls.of(cfg), args, f"train {task_name}", f"Train {task_name}.")
-    plugins = _merged(cfg.plugins, plugins)
-    return dataclasses.replace(command.train_config(), algo=chosen_name(command.algo), plugins=plugins)
+    chosen = chosen_name(algo if algo is not None else command.algo)
+    if not isinstance(command.algorithm, algorithm_spec(chosen).config):
+        raise UsageError(
+            f"the config names the algorithm {chosen}, but its algorithm section holds "
+            f"{type(command.algorithm).__name__}'s settings: name one algorithm (--algo NAME)"
+        )
+    return dataclasses.replace(command.train_config(), algo=chosen, plugins=_merged(cfg.plugins, plugins))
 
 
 def _merged(first: tuple[str, ...] | list[str], then: tuple[str, ...]) -> tuple[str, ...]:
@@ -216,7 +225,7 @@ def _run_config(task: Task, algo: str | None, path: Path, task_name: str, chosen
             f"{chosen_by} chooses {chosen_name(algo)}, but this run trains with {trained}: resume it without, or "
             "start a new run"
         )
-    defaults = TrainConfig.for_task(task, trained)
+    defaults = TrainConfig.for_task(task, trained, settings=False)  # the run's config holds its settings
     if run.get("task", task_name) != task_name:
         return defaults
     try:

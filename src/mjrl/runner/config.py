@@ -111,18 +111,20 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     held them before they were nested."""
 
     @classmethod
-    def for_task(cls, task: Any, algo: str = "ppo") -> TrainConfig:
+    def for_task(cls, task: Any, algo: str = "ppo", settings: bool = True) -> TrainConfig:
         """A task's defaults for `algo`: its env config and its agent's sections (an algorithm the
-        task has no settings for starts from its config class's defaults), then the settings
-        the task gives that algorithm (`Task.algorithm_settings`)."""
+        task has no settings for starts from its config class's defaults), then, with
+        `settings`, those the task gives that algorithm (`Task.algorithm_settings`). A resumed
+        run's config goes over the defaults without them: a key it lacks was added since, and
+        its class default keeps what the run trained."""
         agent: AgentConfig = task.agent_cfg
         spec = algorithm_spec(chosen_name(algo))
         algorithm = agent.algorithm if isinstance(agent.algorithm, spec.config) else spec.config()
         cfg = cls[type(task.env_cfg), type(algorithm)](
             env=task.env_cfg, runner=agent.runner, algo=spec.name, algorithm=algorithm, policy=agent.policy
         )
-        settings = task.algorithm_settings.get(spec.name)
-        return cfg if settings is None else apply_dict(cfg, settings)
+        given = task.algorithm_settings.get(spec.name) if settings else None
+        return cfg if given is None else apply_dict(cfg, given)
 
 
 @dataclasses.dataclass(frozen=True)
