@@ -175,7 +175,8 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
 def test_bench_seeds_trains_a_cart_pole_per_algorithm_and_tables_each_seeds_whole_time(monkeypatch, tmp_path) -> None:
     """`bench_seeds.py` on a task judged by its evaluation return, with `--algo sac`: the run is
     named for its algorithm, its stop is kept with the command's seconds, and the report tables
-    the seed (here short of the target: two tiny iterations)."""
+    the seed (here short of the target: two tiny iterations) under its saved symmetry setting
+    (Balance gives SAC the mirror images, `Task.algorithm_settings`)."""
     monkeypatch.syspath_prepend(str(SCRIPTS))
     from common import TINY_SAC_RUN
 
@@ -189,7 +190,7 @@ def test_bench_seeds_trains_a_cart_pole_per_algorithm_and_tables_each_seeds_whol
     (stop,) = [json.loads(line) for line in (tmp_path / "stops.jsonl").read_text().splitlines()]
     assert stop["run"] == "seed-1-sac" and stop["finished"] and stop["elapsed_s"] > 0
     assert len(list((tmp_path / "Mjrl-Cartpole-Balance").glob("*_seed-1-sac"))) == 1
-    report = result.stdout[result.stdout.index("**SAC, plain**") :]
+    report = result.stdout[result.stdout.index("**SAC, with symmetry augmentation**") :]
     assert f"| 1 | not met | {stop['elapsed_s']:.0f} |" in report and "0 of 1 seeds met the targets" in report
 
 
