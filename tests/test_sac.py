@@ -99,6 +99,22 @@ def test_the_rings_windows_wrap_around_and_stay_within_one_env():
     assert ring.newest(envs)["step"].tolist() == [5.0, 5.0, 5.0]
 
 
+def test_the_automatic_support_counts_an_episodes_end_once():
+    """`v_max` 0: the support bounds a return of the rewards seen, the reward of a step that ended
+    its episode earned once and the largest other one every step; not the largest of all every
+    step (a legged robot's -10 for a fall made the support 13 times too wide)."""
+    from test_symmetry import toy_sac
+
+    from mjrl.rl.config import SymmetryConfig
+
+    sac = toy_sac(SymmetryConfig())
+    reward, ended = sac.ring.fields["reward"], sac.ring.fields["terminated"]
+    reward[:4], reward[4], ended[4], reward[5] = 0.5, -10.0, True, -0.75
+    sac.update()  # the first sets the support
+    gamma, margin = sac.cfg.gamma, sac.cfg.support_margin
+    assert sac.atoms[-1].item() == pytest.approx((10.0 + 0.75 / (1.0 - gamma)) * margin, rel=1e-6)
+
+
 def test_the_squashed_policys_log_density_is_the_change_of_variables():
     """Its sampled actions lie within the bound, and its log-density is the Gaussian's less
     log |d action / d pre-squash action|, computed by autograd."""

@@ -24,9 +24,10 @@ GO1_ENV = VelocityEnvConfig(
 
 # SAC on the flat quadruped (`--algo sac`; docs/benchmarks.md, "SAC", session 30). Its actions
 # in the env's units: PPO's walking policy commands |a| > 1 on 39 % of its joint targets, and the
-# default bound of 1 keeps the legs within +-0.25 rad of home. The critics' support fixed: the
-# automatic one counts the -10 of an episode's end as a reward every step (+-1012, for returns
-# within about [-11, 3]). A low starting temperature: the rewards are scaled by the 0.02 s step,
+# default bound of 1 keeps the legs within +-0.25 rad of home. The critics' support fixed: for
+# returns within about [-11, 3] the automatic one gives +-86 (the end's -10 once, plus random
+# actions' 0.76 a step over 1 - gamma; +-1012 before it counted the end once). The runs used +-20.
+# A low starting temperature: the rewards are scaled by the 0.02 s step,
 # and an entropy bonus of 0.01 x 10 outweighed them for hundreds of thousands of steps. With
 # these it stands from 0.6 M env steps on; it did not track its commands by 2.5 M.
 GO1_SAC = {

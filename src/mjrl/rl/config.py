@@ -250,9 +250,10 @@ class SacConfig:
     num_atoms: int = 101
     """Atoms of each critic's return distribution (C51)."""
     v_max: float = 0.0
-    """The support of the return distributions, [-v_max, v_max]. 0: from the reward scale and
-    gamma, at the first update: the largest |reward| seen so far over (1 - gamma), times
-    `support_margin`. The share of target returns clipped to it is logged (`clipped_returns`)."""
+    """The support of the return distributions, [-v_max, v_max]. 0: from the rewards seen by the
+    first update and gamma: the largest |reward| of a step that ended its episode plus the largest
+    of any other step over (1 - gamma), times `support_margin`. The share of target returns
+    clipped to it is logged (`clipped_returns`)."""
     support_margin: float = 1.0
     """Headroom of the automatic support over the first rewards' scale."""
     init_temperature: float = 0.1

@@ -180,11 +180,16 @@ class SAC:
         return dict(zip((*SUMS, "steps"), sums.unbind(), strict=True))
 
     def _set_support(self) -> None:
-        """The critics' atoms from the reward scale: [-v, v] with v the largest |reward| in the
-        ring (over every rank) over (1 - gamma), times the margin. Once per run, at its first
-        update (which a session always runs eagerly), on the device."""
-        scale = self.ctx.all_gather(self.ring.fields["reward"].abs().max()).max().clamp(min=1e-3)
-        v_max = scale / (1.0 - self.cfg.gamma) * self.cfg.support_margin
+        """The critics' atoms from the reward scale: [-v, v], v bounding a return of the rewards
+        seen so far (every rank's ring): the largest |reward| of a step that ended its episode,
+        earned once, plus the largest of any other step over (1 - gamma); times the margin.
+        Counting an end's reward as if earned every step made the quadruped's support +-1012,
+        atoms 20 apart, for returns within about [-11, 3] (docs/benchmarks.md, "SAC", session
+        30). Once per run, at its first update (which a session always runs eagerly), on the device."""
+        reward, ended = self.ring.fields["reward"].abs(), self.ring.fields["terminated"]
+        scales = torch.stack([reward.masked_fill(~ended, 0.0).max(), reward.masked_fill(ended, 0.0).max()])
+        end, step = self.ctx.all_gather(scales).amax(dim=0).unbind()
+        v_max = (end + step.clamp(min=1e-3) / (1.0 - self.cfg.gamma)) * self.cfg.support_margin
         self.atoms.copy_(torch.linspace(-1.0, 1.0, self.cfg.num_atoms, device=self.atoms.device) * v_max)
         self.support_set = True
 
