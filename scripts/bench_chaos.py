@@ -167,7 +167,7 @@ def check(run_dir: Path, log_root: Path, save_interval: int, algo: str, twin: bo
         "disk_bytes": disk_use(run_dir),
         "checkpoints": len(names),
         # A checkpoint with what goes beside it (SAC's newest ring: one file, the newest kept)
-        "checkpoint_bytes": max(p.stat().st_size for p in checkpoints.glob("model_*.pt")) + max(bulk, default=0),
+        "checkpoint_bytes": max((checkpoints / name).stat().st_size for name in names) + max(bulk, default=0),
         "bulk_files": len(bulk),
         # Which they are (a stop a fault causes saves off the interval), and those missing.
         "checkpoint_names": sorted(names),

@@ -62,7 +62,7 @@ def parse_train_args(argv: list[str]) -> tuple[Task, TrainConfig]:
     if saved is not None:
         plugins = _merged(saved.get("plugins", ()), plugins)
         import_plugins(plugins)
-    task_name = _pop_task_name(args, saved, config_file)
+    task_name = _pop_task_name(args, first, saved)
     task = load_task(task_name)
     saved_task = saved.pop("task", task_name) if saved is not None else task_name
     if saved_task != task_name:
@@ -90,10 +90,10 @@ values each takes ("+": up to the next flag, so before the task's name plugins a
 `--plugins=A,B`)."""
 
 
-def _pop_task_name(args: list[str], saved: dict | None, config_file: str | None) -> str:
-    """The task's name, removed from args: the first argument after the composing flags (or,
-    without one, the task of the --config file)."""
-    i = _after_composing(args)
+def _pop_task_name(args: list[str], i: int, saved: dict | None) -> str:
+    """The task's name, removed from args: `args[i]`, the first argument after the composing
+    flags (or, without one, the task of the --config file). A former flag rewritten since `i`
+    was found stands after it: only composing flags come before."""
     if i < len(args) and not args[i].startswith("-"):
         return args.pop(i)
     if saved is not None and "task" in saved:
