@@ -317,23 +317,63 @@ print(json.dumps({'runs': sum('learned_sha256' in line for line in lines), 'lear
 }
 
 sac() {
-  # Issue 60, item 5: SAC (`--algo sac`) on the flat quadruped and the flat humanoid at SAC_ENVS
-  # (4096), one after the other, each line of `train` stamped with the seconds since the
-  # command's start (sac_TASK.log: the time to every target is read off the evaluations, every
-  # SAC_EVAL iterations), a checkpoint every minute of training (`--runner.save-interval-s`;
-  # SAC_SAVE_S) as well as at the end; every metrics line goes to raw.jsonl.
-  # SAC_FLAGS: more flags for `train`; SAC_ROOT: the runs' log root (/tmp/sac). SAC_DEVICE=cpu
-  # SAC_ENVS=16 SAC_ITERATIONS=2 SAC_EVAL=1 try the phase on a CPU machine.
-  local task run_dir device=${SAC_DEVICE:-cuda} root=${SAC_ROOT:-/tmp/sac}
-  for task in ${SAC_TASKS:-$GO1 Mjrl-Velocity-Flat-Humanoid}; do
-    run "${SAC_S:-240}" bash -c "set -o pipefail; $bin_dir/train $task --algo sac --device $device --seed 1 \
-      --env.num-envs ${SAC_ENVS:-4096} --runner.max-iterations ${SAC_ITERATIONS:-3000} \
-      --runner.eval-interval ${SAC_EVAL:-25} --runner.save-interval 100000 \
-      --runner.save-interval-s ${SAC_SAVE_S:-60} --logger none \
-      --log-root $root ${SAC_FLAGS:-} 2>&1 | stamp > $OUT/sac_$task.log"
-    tail -3 "$OUT/sac_$task.log" | tee -a "$log"
-    run_dir=$(ls -d $root/$task/20* 2>/dev/null | tail -1)
-    [[ -n $run_dir ]] && keep sac sac.jsonl <"$run_dir/metrics.jsonl"
+  # Issue 60, item 5: SAC (`--algo sac`) at SAC_ENVS (4096), one run after the other, each
+  # SAC_RUNS entry (';' between them) a task and its flags, led by its seconds if not SAC_S
+  # (default: the flat quadruped with its shipped settings, then with a target entropy that
+  # follows the action bound and larger batches, then the flat humanoid so), first as CUDA
+  # graphs with bf16 products (SAC_GRAPH_FLAGS), again eagerly with what is left if those fail.
+  # Each line of `train` is stamped with the seconds since the command's start (sac_N.log,
+  # whose first line is that start's epoch). No evaluation on the GPU (a 64-env evaluation is
+  # host-bound there, seconds each): a checkpoint every SAC_SAVE iterations and every minute of
+  # training (`--runner.save-interval-s`; SAC_SAVE_S), without the ring, comes back without its
+  # optimizer or critics (play reads the policy alone) and with its file time, at most
+  # SAC_KEEP of them spread over the run (the newest kept), in sac_run_N.tar with the run's
+  # config, metrics and log (a run directory `play TASK --run-dir` reads), to be played here:
+  # the time to every target is that of the first checkpoint that meets them.
+  # SAC_DEVICE=cpu SAC_ENVS=16 SAC_ITERATIONS=2 SAC_EVAL=1 SAC_GRAPH_FLAGS= try the phase on a CPU.
+  local spec task flags seconds run_dir rc n=0 device=${SAC_DEVICE:-cuda} root=${SAC_ROOT:-/tmp/sac} runs=()
+  local graphs=${SAC_GRAPH_FLAGS---runner.cuda-graphs on --policy.precision bf16}
+  local larger="--algorithm.target-entropy 0.1 --algorithm.batch-size 16384 --algorithm.updates-per-step 2"
+  local humanoid="--algorithm.action-bound 3 --algorithm.init-temperature 0.001 $larger"
+  IFS=';' read -ra runs <<<"${SAC_RUNS:-$GO1; $GO1 $larger; Mjrl-Velocity-Flat-Humanoid $humanoid}"
+  for spec in "${runs[@]}"; do
+    n=$((n + 1))
+    read -r task flags <<<"$spec"
+    seconds=${SAC_S:-150}
+    [[ $task =~ ^[0-9]+$ ]] && { seconds=$task; read -r task flags <<<"$flags"; }
+    local train_line="$bin_dir/train $task --algo sac --device $device --seed 1 --env.num-envs ${SAC_ENVS:-4096} \
+      --runner.max-iterations ${SAC_ITERATIONS:-3000} --runner.eval-interval ${SAC_EVAL:-0} \
+      --runner.save-interval ${SAC_SAVE:-10} --runner.save-interval-s ${SAC_SAVE_S:-60} --runner.save-bulk-state False \
+      --logger none --log-root $root/$n $flags"
+    run "$seconds" bash -c "set -o pipefail; date +%s.%N > $OUT/sac_$n.log; $train_line $graphs 2>&1 | stamp >> $OUT/sac_$n.log"
+    rc=$?
+    if ((rc != 0 && rc != 124)) && [[ -n $graphs ]]; then  # the graphs failed: eagerly, with what is left
+      mv "$OUT/sac_$n.log" "$OUT/sac_${n}_graphs.log"
+      rm -rf "${root:?}/$n"
+      run "$seconds" bash -c "set -o pipefail; date +%s.%N > $OUT/sac_$n.log; $train_line 2>&1 | stamp >> $OUT/sac_$n.log"
+    fi
+    tail -3 "$OUT/sac_$n.log" | tee -a "$log"
+    run_dir=$(ls -d $root/$n/$task/20* 2>/dev/null | tail -1)
+    if [[ -n $run_dir ]]; then
+      keep "sac$n" sac.jsonl <"$run_dir/metrics.jsonl"
+      SAC_KEEP=${SAC_KEEP:-12} $PY -c "import os, sys
+from pathlib import Path
+from mjrl.checkpoint import load_checkpoint, save_checkpoint
+paths = sorted(map(Path, sys.argv[1:]))
+keep = int(os.environ['SAC_KEEP'])
+kept = {paths[round(i * (len(paths) - 1) / (keep - 1))] for i in range(keep)} if len(paths) > keep else set(paths)
+for path in paths:
+    if path not in kept:
+        path.unlink()
+        continue
+    checkpoint, mtime = load_checkpoint(path), path.stat().st_mtime
+    checkpoint.pop('optimizer')  # play reads the policy alone
+    checkpoint['sac'] = {k: v for k, v in checkpoint['sac'].items() if k in ('log_alpha', 'atoms', 'support_set')}
+    save_checkpoint(path, checkpoint)
+    os.utime(path, (mtime, mtime))" "$run_dir"/checkpoints/model_*.pt
+      mv "$OUT"/sac_"$n"*.log "$run_dir/"
+      tar -C "$(dirname "$run_dir")" -cf "$OUT/sac_run_$n.tar" "$(basename "$run_dir")"
+    fi
   done
 }
 

@@ -11,9 +11,11 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TINY_RUN, last_json, run_main
 
 from mjrl.metrics_file import read_metrics
@@ -123,8 +125,9 @@ TINY_GPU_PHASES = {"LOOP_DEVICE": "cpu", "LOOP_GRAPHS": "off", "LOOP_ENVS": "16"
                    "LOOP_PHYSICS_STEPS": "10", "LOOP_TASKS": "Mjrl-Cartpole-Balance", "COLLECTIVES_DEVICE": "cpu",
                    "COLLECTIVES_GRAPHS": "off", "COLLECTIVES_ENVS": "16", "COLLECTIVES_ITERATIONS": "2",
                    "SAC_DEVICE": "cpu", "SAC_ENVS": "16", "SAC_ITERATIONS": "2", "SAC_EVAL": "1",
-                   "SAC_TASKS": "Mjrl-Cartpole-Balance",
-                   "SAC_FLAGS": "--algorithm.batch-size 64 --env.episode-length-s 1 --runner.eval-envs 2"}  # fmt: skip
+                   "SAC_SAVE": "1", "SAC_GRAPH_FLAGS": "",
+                   "SAC_RUNS": "Mjrl-Cartpole-Balance --algorithm.batch-size 64 --env.episode-length-s 1 "
+                               "--runner.eval-envs 2"}  # fmt: skip
 
 
 @pytest.mark.heavy
@@ -150,11 +153,25 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
     subprocess.run(["bash", str(SCRIPTS / "gpu_checks.sh"), "loop", "collectives", "sac"], env=env,
                    cwd=SCRIPTS.parent, capture_output=True, check=True, timeout=300)  # fmt: skip
     raw = [json.loads(line) for line in (tmp_path / "raw.jsonl").read_text().splitlines()]
-    assert [line["phase"] for line in raw] == ["loop", "collectives", "collectives", "collectives", "sac", "sac"]
+    assert [line["phase"] for line in raw] == ["loop", "collectives", "collectives", "collectives", "sac1", "sac1"]
     train, eager, forced, verdict, *sac = raw
-    # SAC's phase: its metrics lines, evaluated every iteration, each line of its log stamped.
+    # SAC's phase: its metrics lines, evaluated every iteration, each line of its log stamped
+    # after the start's epoch; its checkpoints come back in one file, with the policy alone and
+    # their file times, in a run directory `play` reads.
     assert [line["iteration"] for line in sac] == [0, 1] and all("eval/mean_return" in line for line in sac)
-    assert (tmp_path / "sac_Mjrl-Cartpole-Balance.log").read_text().split()[0].replace(".", "").isdigit()
+    with tarfile.open(tmp_path / "sac_run_1.tar") as tar:
+        (checkpoint,) = [m for m in tar.getmembers() if m.name.endswith("checkpoints/model_000001.pt")]
+        tar.extractall(tmp_path / "back", filter="data")
+    run_dir = (tmp_path / "back" / checkpoint.name).parent.parent
+    assert {"config.yaml", "metrics.jsonl", "sac_1.log"} <= {p.name for p in run_dir.iterdir()}
+    start, first, *_ = (run_dir / "sac_1.log").read_text().splitlines()
+    assert float(first.split()[0]) >= 0 and checkpoint.mtime >= float(start) > 1.7e9
+    saved = torch.load(run_dir / "checkpoints/model_000001.pt", weights_only=True)
+    assert "optimizer" not in saved and set(saved["sac"]) == {"log_alpha", "atoms", "support_set"}
+    played = run_main(
+        "play", "Mjrl-Cartpole-Balance", "--run-dir", str(run_dir), "--episodes", "2", "--env.num-envs", "2"
+    )
+    assert played.returncode == 0, played.stderr[-2000:]
     assert (eager["forced_collectives"], forced["forced_collectives"]) == (False, True)
     assert eager["learned_sha256"] == forced["learned_sha256"] and verdict == {**verdict, "learned_alike": True}
     assert "ratio" not in train
