@@ -84,20 +84,16 @@
 # line of every phase, tagged with its phase and the time. After the window, copy raw.jsonl to
 # docs/gpu/<date>-<device>.jsonl (e.g. docs/gpu/2026-11-29-h100.jsonl) and cite it in
 # docs/benchmarks.md beside the table made from it.
-# Plan for the next window (800 s of the 900; durations from the windows above, cold caches):
-#   call 1 (~35 s with the machine's start): carry [".gpu1"] `cp -r .gpu1 /tmp/gpu1`
-#   call 2 (~700 s, timeout_s 600 is the most one call may run: split as below), at once after:
-#     carry [".gpu2"] `cp -r /tmp/gpu1 .gpu1 && bash .gpu1/install.sh >/tmp/install.log 2>&1;
-#     export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH && GPU_BUDGET_S=540 COLLECTIVES_S=90
-#     TESTS_S=200 TESTS_FILES="tests/test_capture.py tests/test_compile.py" LOOP_S=150
-#     LOOP_ENVS=4096 bash scripts/gpu_checks.sh info collectives tests loop`
-#       install ~30 s, info ~15 s, collectives ~120 s (Warp's cart-pole kernels cold, 4 short
-#       runs, then torchrun), tests ~150 s (the real graphs bit for bit on the cart-poles, the
-#       compiled step and update within 1e-3), loop ~220 s (the quadruped's kernels cold; one
-#       compile of `bf16:all`)
-#   call 3 (~170 s), warm (the packages stay in /tmp/site): `export PYTHONPATH=/tmp/site
-#     PATH=/tmp/site/bin:$PATH && GPU_BUDGET_S=160 bash scripts/gpu_checks.sh update`
-#   then give the machine back, copy raw.jsonl of each call into docs/gpu/ (one file per window).
+# 2026-11-28, session 31 (H200, 900 s; docs/benchmarks.md, "The fifth window"): call 1 carry
+# [".gpu1"] `cp -r .gpu1 /tmp/gpu1` (35 s with the start); call 2 carry [".gpu2"] `cp -r /tmp/gpu1
+# .gpu1 && bash .gpu1/install.sh >/tmp/install.log 2>&1; export PYTHONPATH=/tmp/site
+# PATH=/tmp/site/bin:$PATH && GPU_BUDGET_S=540 SAC_KEEP=16 bash scripts/gpu_checks.sh info sac`
+# (499 s: Warp's quadruped kernels 78 s cold, the humanoid's 48 s); call 3, warm, `bash
+# .gpu1/install.sh ...; GPU_BUDGET_S=250 TESTS_S=120 TESTS_FILES="tests/test_sac.py
+# tests/test_capture.py" COLLECTIVES_S=55 bash scripts/gpu_checks.sh tests collectives` (157 s).
+# Next window: `sac` with the quadruped's fix once the CPU finds one (SAC_RUNS), `tests` with
+# test_sac.py first (its real graph of the SAC update), then `loop` and `update` (not run since
+# the fourth window: bf16 and `--runner.compile` on the GPU).
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own (and all of them in raw.jsonl): at most 8 files,
 # as the device tool returns.
@@ -295,8 +291,11 @@ collectives() {
   # Issue 59: NCCL inside the loop's CUDA graphs, on one GPU. `--force-collectives` makes the one
   # process issue every collective two ranks would (its gradient all-reduces inside the update's
   # graph); the cart-pole (no contacts: bit for bit on a GPU) with them and without, each eager
-  # and as graphs, at COLLECTIVES_ENVS (4096): the four lines' `learned_sha256` must be one, and
-  # the rates say what the collectives cost. Then the same through torchrun (one rank, NCCL).
+  # and as graphs, at COLLECTIVES_ENVS (4096): within each, the forced and the plain run's
+  # `learned_sha256` must be one (`learned_alike`; eager and graphs compared apart, in
+  # `graphs_learn_as_eager`: bench_train's eager and graphed runs differed on the H200 of
+  # 2026-11-28, where the runner's replay equals its eager loop, test_capture.py), and the rates
+  # say what the collectives cost. Then the same through torchrun (one rank, NCCL).
   # COLLECTIVES_DEVICE=cpu COLLECTIVES_GRAPHS=off COLLECTIVES_ENVS=16 COLLECTIVES_ITERATIONS=2
   # try the phase on a CPU machine (gloo).
   local graphs device=${COLLECTIVES_DEVICE:-cuda}
@@ -307,8 +306,12 @@ collectives() {
   done
   $PY -c "import json, sys
 lines = [json.loads(line) for line in open(sys.argv[1]) if line.startswith('{')]
-digests = {line['learned_sha256'] for line in lines if 'learned_sha256' in line}
-print(json.dumps({'runs': sum('learned_sha256' in line for line in lines), 'learned_alike': len(digests) == 1}))" "$OUT/collectives.jsonl" |
+runs = [line for line in lines if 'learned_sha256' in line]
+modes = {line['cuda_graphs']: set() for line in runs}
+for line in runs:
+    modes[line['cuda_graphs']].add(line['learned_sha256'])
+print(json.dumps({'runs': len(runs), 'learned_alike': all(len(d) == 1 for d in modes.values()),
+                  'graphs_learn_as_eager': len(set().union(*modes.values())) == 1}))" "$OUT/collectives.jsonl" |
     keep collectives collectives.jsonl
   [[ $device == cuda ]] || return 0
   run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \

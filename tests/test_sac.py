@@ -186,7 +186,8 @@ def test_a_resume_restores_everything_sac_learns_with_and_its_update_replays_as_
     obs = first.env.obs["actor"].cpu()
     session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     exported = torch.from_numpy(session.run(None, {"obs": obs.numpy()})[0])
-    torch.testing.assert_close(exported, a.inference_policy().act_deterministic(obs), rtol=1e-5, atol=1e-5)
+    expected = a.inference_policy().act_deterministic(obs.to(first.env.device)).cpu()  # on the env's device
+    torch.testing.assert_close(exported, expected, rtol=1e-5, atol=1e-5)
     assert json.loads(sidecar.read_text())["action_squash"]["bound"] == 1.0 and exported.abs().max() < 1.0
     sums = a.update(), b.update()
     assert all(torch.equal(sums[0][k], sums[1][k]) for k in sums[0]) and sums[0]["steps"] == 2
