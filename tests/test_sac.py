@@ -143,6 +143,30 @@ def sac_run(log_root: Path, resume: bool = False, **runner: object):
     ), single_process(DEVICE))  # fmt: skip
 
 
+def test_without_clipped_double_q_the_actor_reads_the_critics_mean(tmp_path):
+    """`clipped_double_q`: the actor's return is the lower of the two critics' expectations, or
+    their mean without it (critic 1 made to expect more than critic 0 everywhere)."""
+    runs = {cdq: sac_run(tmp_path / str(cdq)) for cdq in (True, False)}
+    for cdq, runner in runs.items():
+        sac = runner.algorithm
+        sac.cfg = dataclasses.replace(sac.cfg, clipped_double_q=cdq)
+        with torch.no_grad():
+            sac.atoms.copy_(torch.linspace(-10.0, 10.0, sac.atoms.shape[0]))  # a support, as the first update sets
+            sac.critic.nets[1][-1].bias.add_(torch.linspace(-1.0, 1.0, sac.atoms.shape[0]))  # critic 1 expects more
+    obs = runs[True].env.obs
+    raw = {"actor": obs["actor"], "critic": obs["critic"]}
+    noise = torch.randn(obs["actor"].shape[0], runs[True].algorithm.policy.num_actions, device=DEVICE)
+    for cdq, runner in runs.items():
+        sac = runner.algorithm
+        normalized = {group: sac._normalize(group, x) for group, x in raw.items()}
+        with torch.no_grad():
+            actions, _ = sac.policy.sample(normalized["actor"], noise)
+            expected = (torch.softmax(sac.critic(normalized["critic"], actions), -1) * sac.atoms).sum(-1)
+            q = sac._actor_losses(normalized, noise)[2][0]
+        assert bool((expected[1] > expected[0]).all())
+        torch.testing.assert_close(q, (expected[0] if cdq else expected.mean(0)).mean())
+
+
 TIMINGS = {"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s"}
 
 

@@ -260,6 +260,11 @@ class SacConfig:
     """Initial entropy temperature (alpha), then tuned to keep the policy's entropy at its target."""
     target_entropy: float = -1.0
     """Target entropy per action dimension (the tuned temperature keeps the policy's there)."""
+    clipped_double_q: bool = True
+    """Learn from the pessimistic critic: the target's distribution and the actor's return are
+    those of the critic expecting less (clipped double Q, as TD3's and SAC's papers). False: the
+    two critics' mean (their distributions' mixture), FastTD3's option where the pessimism
+    holds exploration back."""
     action_bound: float = 1.0
     """Actions are squashed into (-action_bound, action_bound), in the env's action units
     (the env then applies offset + scale x action); stated in an export's sidecar."""

@@ -284,7 +284,10 @@ class SAC:
             with matmul_precision(self.precision, returns.device):
                 probs = torch.softmax(self.target(next_critic, next_actions), dim=-1)
             q_next = (probs * self.atoms).sum(dim=-1)
-            pessimistic = torch.where((q_next[1] < q_next[0]).unsqueeze(-1), probs[1], probs[0])
+            if self.cfg.clipped_double_q:
+                pessimistic = torch.where((q_next[1] < q_next[0]).unsqueeze(-1), probs[1], probs[0])
+            else:  # the two critics' mixture: its expectation is their mean
+                pessimistic = probs.mean(dim=0)
             alpha = self.log_alpha.exp()
             target_atoms = returns.unsqueeze(1) + discount.unsqueeze(1) * (
                 self.atoms - alpha * next_log_prob.unsqueeze(1)
@@ -305,7 +308,8 @@ class SAC:
         actions, log_prob = self.policy.sample(actor_obs, noise)
         with matmul_precision(self.precision, actor_obs.device):
             probs = torch.softmax(self.critic(obs["critic"], actions), dim=-1)
-        q = (probs * self.atoms).sum(dim=-1).min(dim=0).values
+        q = (probs * self.atoms).sum(dim=-1)
+        q = q.min(dim=0).values if self.cfg.clipped_double_q else q.mean(dim=0)
         actor_loss = (self.log_alpha.detach().exp() * log_prob - q).mean()
         alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
         mirror_loss = self._mirror_loss(obs)
