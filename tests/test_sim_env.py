@@ -12,7 +12,7 @@ import torch
 from conftest import DEVICE
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from mjrl.envs import TerminationTerm, VecEnv, check_task_spec
+from mjrl.envs import RewardTerm, TerminationTerm, VecEnv, check_task_spec
 from mjrl.errors import UsageError
 from mjrl.sim import Simulation
 from mjrl.tasks import load_task
@@ -136,6 +136,20 @@ def test_failures_terminate_time_out_terms_truncate_and_both_are_counted():
     assert set(stats) == {"episode_return_sum", "episode_length_sum", "episodes", "reward/smooth_balance",
                           "termination/fails", "termination/times_out", "nonfinite_resets", "reward_steps"}  # fmt: skip
     assert env.pop_term_stats()["reward_steps"] == 0  # popping starts the counts again
+
+
+@pytest.mark.parametrize("floor", [None, 0.0])
+def test_a_reward_floor_keeps_each_steps_total_at_or_above_it_and_logs_the_terms_as_they_were(floor):
+    """`EnvConfig.reward_floor`: the step's total reward (what the learner and the episode's
+    return get) is clamped from below; the weighted terms are logged as they were paid."""
+    cfg = dataclasses.replace(BALANCE.env_cfg, num_envs=4, random_initial_episode_length=False, reward_floor=floor)
+    paid = torch.tensor([-2.0, -0.5, 0.3, 1.0], device=DEVICE)
+    rewards = {"pay": RewardTerm(lambda env: paid, weight=0.5)}
+    env = VecEnv(cfg, dataclasses.replace(BALANCE.build(cfg), rewards=rewards), torch.device(DEVICE))
+    _, reward, *_ = env.step(torch.zeros(4, 1, device=env.device))
+    assert reward.tolist() == pytest.approx([-1.0, -0.25, 0.15, 0.5] if floor is None else [0.0, 0.0, 0.15, 0.5])
+    assert env.episode_return.tolist() == reward.tolist()
+    assert env.pop_statistics()["reward/pay"] == pytest.approx(-1.0 - 0.25 + 0.15 + 0.5)
 
 
 def test_episodes_started_at_random_points_are_not_counted():

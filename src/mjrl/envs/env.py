@@ -316,7 +316,8 @@ class VecEnv:
             return torch.zeros(self.num_envs, device=self.device), torch.zeros(0, self.num_envs, device=self.device)
         raw = torch.stack([self.cached(term.func) for term in self.task.rewards.values()])
         weighted = raw * self._reward_weights
-        return weighted.sum(dim=0), weighted
+        total = weighted.sum(dim=0)
+        return (total if self.cfg.reward_floor is None else total.clamp(min=self.cfg.reward_floor)), weighted
 
     def _compute_dones(self) -> tuple[torch.Tensor, torch.Tensor]:
         time_out = self.episode_length >= self.max_episode_length

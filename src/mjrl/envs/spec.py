@@ -45,6 +45,11 @@ class EnvConfig:
     actor's, unless the task says otherwise; critic observations are clean)."""
     random_initial_episode_length: bool = True
     """Start envs at random points of their first episode so time-outs spread over iterations."""
+    reward_floor: float | None = None
+    """A step's total reward is kept at or above this (its terms are logged before it; None: no
+    floor). 0, as MuJoCo Playground's locomotion tasks do, makes every step pay something or
+    nothing: a fall then costs what the rest of the episode would have paid, whatever the
+    termination term."""
     sim: SimConfig = SimConfig()
     """Physics settings."""
 
