@@ -17,7 +17,7 @@ from conftest import DEVICE
 
 from mjrl.distributed.context import single_process
 from mjrl.metrics_file import read_metrics
-from mjrl.rl.critics import n_step_returns, project_onto_support
+from mjrl.rl.critics import TwinCritic, n_step_returns, project_onto_support
 from mjrl.rl.networks import SquashedGaussianPolicy
 from mjrl.rl.storage import Field, ReplayRing
 from mjrl.runner.config import TrainConfig
@@ -97,6 +97,20 @@ def test_the_rings_windows_wrap_around_and_stay_within_one_env():
     assert torch.equal(steps[:, 1] - steps[:, 0], torch.ones(2000)) and torch.equal(env[:, 0], env[:, 1])
     assert set(steps[:, 0].tolist()) == {2.0, 3.0, 4.0} and set(env[:, 0].tolist()) == {0.0, 1.0, 2.0}
     assert ring.newest(envs)["step"].tolist() == [5.0, 5.0, 5.0]
+
+
+def test_layer_normed_critics_keep_their_values_bounded_far_from_their_data():
+    """`critic_layer_norm`: a LayerNorm after each hidden layer, so that inputs a thousand times
+    those seen give logits of the same size (a plain MLP's grow with them)."""
+    torch.manual_seed(0)
+    obs, actions = torch.randn(64, 7), torch.randn(64, 2)
+    for layer_norm in (False, True):
+        critic = TwinCritic(7, 2, (32, 16), "elu", 11, layer_norm=layer_norm)
+        norms = [m for m in critic.nets[0] if isinstance(m, torch.nn.LayerNorm)]
+        assert [m.normalized_shape for m in norms] == ([(32,), (16,)] if layer_norm else [])
+        with torch.no_grad():
+            near, far = critic(obs, actions).abs().max(), critic(1000 * obs, 1000 * actions).abs().max()
+        assert (far < 10 * near) if layer_norm else (far > 100 * near)
 
 
 def test_the_automatic_support_counts_an_episodes_end_once():

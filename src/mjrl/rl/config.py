@@ -260,6 +260,8 @@ class SacConfig:
     """Initial entropy temperature (alpha), then tuned to keep the policy's entropy at its target."""
     target_entropy: float = -1.0
     """Target entropy per action dimension (the tuned temperature keeps the policy's there)."""
+    critic_layer_norm: bool = False
+    """A LayerNorm after each hidden layer of the critics (`critics.layer_normed`)."""
     clipped_double_q: bool = True
     """Learn from the pessimistic critic: the target's distribution and the actor's return are
     those of the critic expecting less (clipped double Q, as TD3's and SAC's papers). False: the

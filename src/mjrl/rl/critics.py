@@ -50,13 +50,30 @@ def project_onto_support(
     return projected, (outside * probs).sum(dim=1)
 
 
+def layer_normed(net: nn.Sequential) -> nn.Sequential:
+    """The MLP with a LayerNorm after each hidden linear layer, before its activation (as
+    BRO's, SimBa's and FastSAC's critics): bounded features, which keep a critic's values for
+    states and actions its replay never held near those it learned."""
+    layers: list[nn.Module] = []
+    for layer in net[:-1]:
+        layers.append(layer)
+        if isinstance(layer, nn.Linear):
+            layers.append(nn.LayerNorm(layer.out_features))
+    return nn.Sequential(*layers, net[-1])
+
+
 class TwinCritic(nn.Module):
     """Two critics, each an MLP of (normalised critic observations, actions) to the logits of a
-    categorical distribution of the return over the atoms."""
+    categorical distribution of the return over the atoms (with `layer_norm`, normalised
+    hidden layers: `layer_normed`)."""
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden: tuple[int, ...], activation: str, atoms: int) -> None:
+    def __init__(
+        self, obs_dim: int, num_actions: int, hidden: tuple[int, ...], activation: str, atoms: int,
+        layer_norm: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__()
-        self.nets = nn.ModuleList(mlp(obs_dim + num_actions, hidden, atoms, activation) for _ in range(2))
+        nets = (mlp(obs_dim + num_actions, hidden, atoms, activation) for _ in range(2))
+        self.nets = nn.ModuleList(layer_normed(net) if layer_norm else net for net in nets)
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Logits, (2, B, atoms)."""

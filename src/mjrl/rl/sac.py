@@ -89,7 +89,7 @@ class SAC:
 
         # The critics, their targets and what they read: the critic group, normalised apart.
         self.critic = TwinCritic(critic_dim, num_actions, policy_cfg.critic_hidden_dims, policy_cfg.activation,
-                                 cfg.num_atoms).to(device)  # fmt: skip
+                                 cfg.num_atoms, cfg.critic_layer_norm).to(device)  # fmt: skip
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
         self.critic_normalizer = None
         if policy_cfg.normalize_observations and env.obs_spec["critic"].normalize:
