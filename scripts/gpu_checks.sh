@@ -198,7 +198,10 @@ for path in map(Path, sys.argv[1:]):
 }
 
 stamp() {  # prefix each line of stdin with the seconds since this filter started (cold-start times)
-  $PY -u -c 'import sys, time
+  # It outlives a timeout's SIGTERM to drain what the stopping command still prints (its last
+  # lines, after its final checkpoint): killed, it would break that command's pipe.
+  $PY -u -c 'import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
 t = time.time()
 for line in sys.stdin:
     print(f"{time.time() - t:7.1f} {line}", end="")'
@@ -307,11 +310,13 @@ collectives() {
   $PY -c "import json, sys
 lines = [json.loads(line) for line in open(sys.argv[1]) if line.startswith('{')]
 runs = [line for line in lines if 'learned_sha256' in line]
-modes = {line['cuda_graphs']: set() for line in runs}
+modes = {line['cuda_graphs']: [] for line in runs}
 for line in runs:
-    modes[line['cuda_graphs']].add(line['learned_sha256'])
-print(json.dumps({'runs': len(runs), 'learned_alike': all(len(d) == 1 for d in modes.values()),
-                  'graphs_learn_as_eager': len(set().union(*modes.values())) == 1}))" "$OUT/collectives.jsonl" |
+    modes[line['cuda_graphs']].append(line['learned_sha256'])
+# Each loop needs its plain and its forced run to compare; the loops are compared when both ran.
+alike = bool(modes) and all(len(d) >= 2 and len(set(d)) == 1 for d in modes.values())
+loops = len({d[0] for d in modes.values()}) == 1 if len(modes) >= 2 else None
+print(json.dumps({'runs': len(runs), 'learned_alike': alike, 'graphs_learn_as_eager': loops}))" "$OUT/collectives.jsonl" |
     keep collectives collectives.jsonl
   [[ $device == cuda ]] || return 0
   run 90 torchrun --nproc_per_node 1 --no_python train Mjrl-Cartpole-Balance --distributed True --device cuda \
@@ -348,12 +353,16 @@ sac() {
       --runner.max-iterations ${SAC_ITERATIONS:-3000} --runner.eval-interval ${SAC_EVAL:-0} \
       --runner.save-interval ${SAC_SAVE:-10} --runner.save-interval-s ${SAC_SAVE_S:-60} --runner.save-bulk-state False \
       --logger none --log-root $root/$n $flags"
-    run "$seconds" bash -c "set -o pipefail; date +%s.%N > $OUT/sac_$n.log; $train_line $graphs 2>&1 | stamp >> $OUT/sac_$n.log"
+    # The shell waits out a timeout's SIGTERM for `train`, which saves a last checkpoint on it.
+    run "$seconds" bash -c "trap '' TERM; set -o pipefail; date +%s.%N > $OUT/sac_$n.log
+      $train_line $graphs 2>&1 | stamp >> $OUT/sac_$n.log"
     rc=$?
-    if ((rc != 0 && rc != 124)) && [[ -n $graphs ]]; then  # the graphs failed: eagerly, with what is left
+    if ((rc != 0 && rc != 124)) && [[ -n $graphs ]] && ! grep -qs . $root/$n/$task/20*/metrics.jsonl; then
+      # The graphs failed before a first iteration: eagerly, with what is left.
       mv "$OUT/sac_$n.log" "$OUT/sac_${n}_graphs.log"
-      rm -rf "${root:?}/$n"
-      run "$seconds" bash -c "set -o pipefail; date +%s.%N > $OUT/sac_$n.log; $train_line 2>&1 | stamp >> $OUT/sac_$n.log"
+      mv "$root/$n" "$root/$n-graphs"
+      run "$seconds" bash -c "trap '' TERM; set -o pipefail; date +%s.%N > $OUT/sac_$n.log
+        $train_line 2>&1 | stamp >> $OUT/sac_$n.log"
     fi
     tail -3 "$OUT/sac_$n.log" | tee -a "$log"
     run_dir=$(ls -d $root/$n/$task/20* 2>/dev/null | tail -1)
@@ -363,7 +372,7 @@ sac() {
 from pathlib import Path
 from mjrl.checkpoint import load_checkpoint, save_checkpoint
 paths = sorted(map(Path, sys.argv[1:]))
-keep = int(os.environ['SAC_KEEP'])
+keep = max(2, int(os.environ['SAC_KEEP']))  # the first and the newest at least
 kept = {paths[round(i * (len(paths) - 1) / (keep - 1))] for i in range(keep)} if len(paths) > keep else set(paths)
 for path in paths:
     if path not in kept:

@@ -17,7 +17,7 @@ from conftest import DEVICE
 
 from mjrl.distributed.context import single_process
 from mjrl.metrics_file import read_metrics
-from mjrl.rl.critics import TwinCritic, n_step_returns, project_onto_support
+from mjrl.rl.critics import TwinCritic, critics_value, n_step_returns, project_onto_support, target_distribution
 from mjrl.rl.networks import SquashedGaussianPolicy
 from mjrl.rl.storage import Field, ReplayRing
 from mjrl.runner.config import TrainConfig
@@ -155,6 +155,16 @@ def sac_run(log_root: Path, resume: bool = False, **runner: object):
         cfg, env=dataclasses.replace(cfg.env, num_envs=16), algorithm=algorithm, device=DEVICE, logger="none",
         log_root=str(log_root), runner=dataclasses.replace(cfg.runner, num_steps_per_env=8, **runner), resume=resume,
     ), single_process(DEVICE))  # fmt: skip
+
+
+def test_clipped_double_q_learns_from_the_critic_expecting_less_and_without_it_from_their_mixture():
+    atoms = torch.linspace(-1.0, 1.0, 3)
+    probs = torch.tensor([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],  # critic 0 expects +1, then -1
+                          [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]])  # critic 1 expects 0, then 0  # fmt: skip
+    assert target_distribution(probs, atoms, True).tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+    assert target_distribution(probs, atoms, False).tolist() == [[0.0, 0.5, 0.5], [0.5, 0.5, 0.0]]
+    assert critics_value(probs, atoms, True).tolist() == [0.0, -1.0]
+    assert critics_value(probs, atoms, False).tolist() == [0.5, -0.5]
 
 
 def test_without_clipped_double_q_the_actor_reads_the_critics_mean(tmp_path):

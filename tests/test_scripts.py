@@ -124,8 +124,8 @@ def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names(monke
 TINY_GPU_PHASES = {"LOOP_DEVICE": "cpu", "LOOP_GRAPHS": "off", "LOOP_ENVS": "16", "LOOP_ITERATIONS": "2",
                    "LOOP_PHYSICS_STEPS": "10", "LOOP_TASKS": "Mjrl-Cartpole-Balance", "COLLECTIVES_DEVICE": "cpu",
                    "COLLECTIVES_GRAPHS": "off", "COLLECTIVES_ENVS": "16", "COLLECTIVES_ITERATIONS": "2",
-                   "SAC_DEVICE": "cpu", "SAC_ENVS": "16", "SAC_ITERATIONS": "2", "SAC_EVAL": "1",
-                   "SAC_SAVE": "1", "SAC_GRAPH_FLAGS": "",
+                   "SAC_DEVICE": "cpu", "SAC_ENVS": "16", "SAC_ITERATIONS": "3", "SAC_EVAL": "1",
+                   "SAC_SAVE": "1", "SAC_KEEP": "2",
                    "SAC_RUNS": "Mjrl-Cartpole-Balance --algorithm.batch-size 64 --env.episode-length-s 1 "
                                "--runner.eval-envs 2"}  # fmt: skip
 
@@ -153,17 +153,21 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
     subprocess.run(["bash", str(SCRIPTS / "gpu_checks.sh"), "loop", "collectives", "sac"], env=env,
                    cwd=SCRIPTS.parent, capture_output=True, check=True, timeout=300)  # fmt: skip
     raw = [json.loads(line) for line in (tmp_path / "raw.jsonl").read_text().splitlines()]
-    assert [line["phase"] for line in raw] == ["loop", "collectives", "collectives", "collectives", "sac1", "sac1"]
+    assert [line["phase"] for line in raw] == ["loop", *["collectives"] * 3, *["sac1"] * 3]
     train, eager, forced, verdict, *sac = raw
-    # SAC's phase: its metrics lines, evaluated every iteration, each line of its log stamped
-    # after the start's epoch; its checkpoints come back in one file, with the policy alone and
-    # their file times, in a run directory `play` reads.
-    assert [line["iteration"] for line in sac] == [0, 1] and all("eval/mean_return" in line for line in sac)
+    # SAC's phase: its CUDA graphs refused on the CPU before a first iteration, the run again
+    # eagerly; its metrics lines, evaluated every iteration, each line of its log stamped after
+    # the start's epoch; its checkpoints thinned to the first and the newest, back in one file
+    # with the policy alone and their file times, in a run directory `play` reads.
+    assert [line["iteration"] for line in sac] == [0, 1, 2] and all("eval/mean_return" in line for line in sac)
     with tarfile.open(tmp_path / "sac_run_1.tar") as tar:
+        kept = sorted(Path(m.name).name for m in tar.getmembers() if "/checkpoints/" in m.name)
         (checkpoint,) = [m for m in tar.getmembers() if m.name.endswith("checkpoints/model_000001.pt")]
-        tar.extractall(tmp_path / "back", filter="data")
+        tar.extractall(tmp_path / "back", **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    assert kept == ["model_000001.pt", "model_000003.pt"]
     run_dir = (tmp_path / "back" / checkpoint.name).parent.parent
-    assert {"config.yaml", "metrics.jsonl", "sac_1.log"} <= {p.name for p in run_dir.iterdir()}
+    assert {"config.yaml", "metrics.jsonl", "sac_1.log", "sac_1_graphs.log"} <= {p.name for p in run_dir.iterdir()}
+    assert "--runner.cuda-graphs on: the loop runs on the CPU" in (run_dir / "sac_1_graphs.log").read_text()
     start, first, *_ = (run_dir / "sac_1.log").read_text().splitlines()
     assert float(first.split()[0]) >= 0 and checkpoint.mtime >= float(start) > 1.7e9
     saved = torch.load(run_dir / "checkpoints/model_000001.pt", weights_only=True)
@@ -172,7 +176,8 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
                       "--env.num-envs", "1", "--env.episode-length-s", "0.2")  # fmt: skip
     assert played.returncode == 0, played.stderr[-2000:]
     assert (eager["forced_collectives"], forced["forced_collectives"]) == (False, True)
-    assert eager["learned_sha256"] == forced["learned_sha256"] and verdict == {**verdict, "learned_alike": True}
+    assert eager["learned_sha256"] == forced["learned_sha256"]
+    assert verdict == {**verdict, "runs": 2, "learned_alike": True, "graphs_learn_as_eager": None}  # one loop ran
     assert "ratio" not in train
     assert train["physics_replayed_env_steps_per_s"] > 0 and train["physics_bare_env_steps_per_s"] > 0
     share = train["training_env_steps_per_s"] / train["physics_replayed_env_steps_per_s"]

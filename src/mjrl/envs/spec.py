@@ -49,7 +49,8 @@ class EnvConfig:
     """A step's total reward is kept at or above this (its terms are logged before it; None: no
     floor). 0, as MuJoCo Playground's locomotion tasks do, makes every step pay something or
     nothing: a fall then costs what the rest of the episode would have paid, whatever the
-    termination term."""
+    termination term. Returns (evaluation's and play's too) are of the floored rewards, so
+    they compare only between runs with the same floor; `mean_step_reward` sums the terms."""
     sim: SimConfig = SimConfig()
     """Physics settings."""
 

@@ -50,6 +50,23 @@ def project_onto_support(
     return projected, (outside * probs).sum(dim=1)
 
 
+def target_distribution(probs: torch.Tensor, atoms: torch.Tensor, clipped_double_q: bool) -> torch.Tensor:
+    """What the critics learn from, of the target critics' two distributions `probs` (2, B, K)
+    over `atoms` (K,): with `clipped_double_q`, the one expecting less (per sample); without,
+    their mixture (whose expectation is the two's mean)."""
+    if not clipped_double_q:
+        return probs.mean(dim=0)
+    expected = (probs * atoms).sum(dim=-1)
+    return torch.where((expected[1] < expected[0]).unsqueeze(-1), probs[1], probs[0])
+
+
+def critics_value(probs: torch.Tensor, atoms: torch.Tensor, clipped_double_q: bool) -> torch.Tensor:
+    """The return the actor maximises, of the critics' two distributions `probs` (2, B, K): the
+    lower expectation with `clipped_double_q`, the two's mean without, (B,)."""
+    expected = (probs * atoms).sum(dim=-1)
+    return expected.min(dim=0).values if clipped_double_q else expected.mean(dim=0)
+
+
 def layer_normed(net: nn.Sequential) -> nn.Sequential:
     """The MLP with a LayerNorm after each hidden linear layer, before its activation (as
     BRO's, SimBa's and FastSAC's critics): bounded features, which keep a critic's values for

@@ -79,7 +79,7 @@ class Memory(nn.Module):
 
 def reset_state(state: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
     """The state (S, N, H) with the envs whose episode ended (`dones`, (N,) bool) zeroed."""
-    return state * (~dones).to(state.dtype).view(1, -1, 1)
+    return torch.where(dones.view(1, -1, 1), 0.0, state)  # (not a product: a non-finite state is dropped too)
 
 
 @dataclasses.dataclass(frozen=True)

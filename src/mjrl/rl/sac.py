@@ -9,7 +9,8 @@ Read top to bottom, beside `critics.py` (`TwinCritic`, `n_step_returns`,
 - the critics learn n-step returns (`n_step_returns`), cut at an episode's end: a time-out is
   bootstrapped from its final observation, a termination is not;
 - two distributional critics (C51: a categorical distribution over fixed atoms) with clipped
-  double Q (the target distribution is the pessimistic target critic's) and Polyak-averaged
+  double Q (the target distribution is the pessimistic target critic's; optionally the two's
+  mixture, `SacConfig.clipped_double_q`) and Polyak-averaged
   target networks; a target distribution is projected back onto the atoms
   (`project_onto_support`), and the share that fell outside them is logged;
 - a tanh-squashed Gaussian actor, its entropy temperature tuned to a target entropy;
@@ -40,7 +41,7 @@ from mjrl.fused import fuse
 from mjrl.mirror import ColumnMirror
 from mjrl.rl.algorithm import EnvInfo, NonFiniteUpdate, Observations, Transition, parameter_checksum
 from mjrl.rl.config import PolicyConfig, SacConfig
-from mjrl.rl.critics import TwinCritic, n_step_returns, project_onto_support
+from mjrl.rl.critics import TwinCritic, critics_value, n_step_returns, project_onto_support, target_distribution
 from mjrl.rl.gradients import FlatGradients
 from mjrl.rl.networks import SquashedGaussianPolicy, matmul_precision
 from mjrl.rl.normalizer import RunningNormalizer, merge_all_into, warm_up_normalizers
@@ -277,22 +278,19 @@ class SAC:
             obs["mirrored_actor"] = self._normalize("actor", batch["mirrored_actor"])
         with torch.no_grad():
             # The soft value after the window: the target critics at the policy's next action,
-            # less the temperature times its log-probability; the pessimistic critic's distribution.
+            # less the temperature times its log-probability; the distribution learned from is the
+            # pessimistic critic's (clipped double Q) or the two's mixture (`target_distribution`).
             next_actor = self._normalize("actor", batch["next_actor"])
             next_critic = self._normalize("critic", batch["next_critic"])
             next_actions, next_log_prob = self.policy.sample(next_actor, noise)
             with matmul_precision(self.precision, returns.device):
                 probs = torch.softmax(self.target(next_critic, next_actions), dim=-1)
-            q_next = (probs * self.atoms).sum(dim=-1)
-            if self.cfg.clipped_double_q:
-                pessimistic = torch.where((q_next[1] < q_next[0]).unsqueeze(-1), probs[1], probs[0])
-            else:  # the two critics' mixture: its expectation is their mean
-                pessimistic = probs.mean(dim=0)
+            next_probs = target_distribution(probs, self.atoms, self.cfg.clipped_double_q)
             alpha = self.log_alpha.exp()
             target_atoms = returns.unsqueeze(1) + discount.unsqueeze(1) * (
                 self.atoms - alpha * next_log_prob.unsqueeze(1)
             )
-            target, clipped = project_onto_support(self.atoms, target_atoms, pessimistic)
+            target, clipped = project_onto_support(self.atoms, target_atoms, next_probs)
         with matmul_precision(self.precision, returns.device):
             logits = self.critic(obs["critic"], batch["action"])
         loss = -(target * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean(dim=-1).sum()
@@ -301,15 +299,14 @@ class SAC:
     def _actor_losses(
         self, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The actor's loss (the temperature times the log-probability less the pessimistic
-        expected return of its actions, plus the mirror loss), the temperature's, and (mean Q,
+        """The actor's loss (the temperature times the log-probability less the critics' return
+        of its actions, `critics_value`, plus the mirror loss), the temperature's, and (mean Q,
         entropy, mean std, mirror loss) on the critic step's normalised observations."""
         actor_obs = obs["actor"]
         actions, log_prob = self.policy.sample(actor_obs, noise)
         with matmul_precision(self.precision, actor_obs.device):
             probs = torch.softmax(self.critic(obs["critic"], actions), dim=-1)
-        q = (probs * self.atoms).sum(dim=-1)
-        q = q.min(dim=0).values if self.cfg.clipped_double_q else q.mean(dim=0)
+        q = critics_value(probs, self.atoms, self.cfg.clipped_double_q)
         actor_loss = (self.log_alpha.detach().exp() * log_prob - q).mean()
         alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
         mirror_loss = self._mirror_loss(obs)
