@@ -91,9 +91,10 @@
 # (499 s: Warp's quadruped kernels 78 s cold, the humanoid's 48 s); call 3, warm, `bash
 # .gpu1/install.sh ...; GPU_BUDGET_S=250 TESTS_S=120 TESTS_FILES="tests/test_sac.py
 # tests/test_capture.py" COLLECTIVES_S=55 bash scripts/gpu_checks.sh tests collectives` (157 s).
-# Next window: `sac` with the quadruped's fix once the CPU finds one (SAC_RUNS), `tests` with
-# test_sac.py first (its real graph of the SAC update), then `loop` and `update` (not run since
-# the fourth window: bf16 and `--runner.compile` on the GPU).
+# Next window: `sac` (the quadruped's new settings, a target entropy of 1 per joint: do they walk
+# it at 4096 envs, and how soon; the humanoid's support widened: 12 % of its targets were
+# clipped), `tests` with test_sac.py first (its real graph of the SAC update), then `loop` and
+# `update` (not run since the fourth window: bf16 and `--runner.compile` on the GPU).
 # $OUT (the device tool's, or ./gpu_out) receives gpu.log (every command and its output) and
 # each phase's figures in a file of their own (and all of them in raw.jsonl): at most 8 files,
 # as the device tool returns.
@@ -327,8 +328,9 @@ print(json.dumps({'runs': len(runs), 'learned_alike': alike, 'graphs_learn_as_ea
 sac() {
   # Issue 60, item 5: SAC (`--algo sac`) at SAC_ENVS (4096), one run after the other, each
   # SAC_RUNS entry (';' between them) a task and its flags, led by its seconds if not SAC_S
-  # (default: the flat quadruped with its shipped settings, then with a target entropy that
-  # follows the action bound and larger batches, then the flat humanoid so), first as CUDA
+  # (default: the flat quadruped with its shipped settings, then with four times the batch and
+  # two gradient steps per env step, then the flat humanoid with the 2026-11-28 window's
+  # settings and a support wide enough for its returns), first as CUDA
   # graphs with bf16 products (SAC_GRAPH_FLAGS), again eagerly with what is left if those fail.
   # Each line of `train` is stamped with the seconds since the command's start (sac_N.log,
   # whose first line is that start's epoch). No evaluation on the GPU (a 64-env evaluation is
@@ -341,8 +343,9 @@ sac() {
   # SAC_DEVICE=cpu SAC_ENVS=16 SAC_ITERATIONS=2 SAC_EVAL=1 SAC_GRAPH_FLAGS= try the phase on a CPU.
   local spec task flags seconds run_dir rc n=0 device=${SAC_DEVICE:-cuda} root=${SAC_ROOT:-/tmp/sac} runs=()
   local graphs=${SAC_GRAPH_FLAGS---runner.cuda-graphs on --policy.precision bf16}
-  local larger="--algorithm.target-entropy 0.1 --algorithm.batch-size 16384 --algorithm.updates-per-step 2"
-  local humanoid="--algorithm.action-bound 3 --algorithm.init-temperature 0.001 $larger"
+  local larger="--algorithm.batch-size 16384 --algorithm.updates-per-step 2"
+  local humanoid="--algorithm.action-bound 3 --algorithm.init-temperature 0.001 --algorithm.target-entropy 0.1 \
+    --algorithm.v-max 30 $larger"
   IFS=';' read -ra runs <<<"${SAC_RUNS:-$GO1; $GO1 $larger; Mjrl-Velocity-Flat-Humanoid $humanoid}"
   for spec in "${runs[@]}"; do
     n=$((n + 1))
@@ -371,7 +374,7 @@ sac() {
       SAC_KEEP=${SAC_KEEP:-12} $PY -c "import os, sys
 from pathlib import Path
 from mjrl.checkpoint import load_checkpoint, save_checkpoint
-paths = sorted(map(Path, sys.argv[1:]))
+paths = sorted(p for p in map(Path, sys.argv[1:]) if p.exists())  # none: a run killed before its first
 keep = max(2, int(os.environ['SAC_KEEP']))  # the first and the newest at least
 kept = {paths[round(i * (len(paths) - 1) / (keep - 1))] for i in range(keep)} if len(paths) > keep else set(paths)
 for path in paths:
