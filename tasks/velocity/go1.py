@@ -31,9 +31,10 @@ GO1_ENV = VelocityEnvConfig(
 # starts where it settles (0.01). With a target of -1 or 0.1 per joint (std 0.1-0.3 below
 # that) it stood for 4.7 M env steps on the CPU and 53 M on a GPU: its critics, having seen
 # motion only before the early falls, valued walking as a fall and the actor never tried it.
+# LayerNorm in the critics: every target met at 4.2 M env steps against 5.7 M without (one seed each).
 GO1_SAC = {
     "algorithm": {"batch_size": 4096, "updates_per_step": 1, "action_bound": 3.0, "v_max": 20.0,
-                  "init_temperature": 0.01, "target_entropy": 1.0},
+                  "init_temperature": 0.01, "target_entropy": 1.0, "critic_layer_norm": True},
 }  # fmt: skip
 VELOCITY_FLAT = dataclasses.replace(
     velocity_task("Mjrl-Velocity-Flat-Quadruped", GO1_ENV), algorithm_settings={"sac": GO1_SAC}
