@@ -186,16 +186,33 @@ learn() {
     tail -3 "$OUT/learn_seed$seed.log" | tee -a "$log"
     run_dir=$(ls -d /tmp/learn/$GO1/20*_seed-$seed 2>/dev/null | tail -1)
     [[ -n $run_dir ]] || continue
-    $PY -c "import sys
-from pathlib import Path
-from mjrl.checkpoint import load_checkpoint, save_checkpoint
-for path in map(Path, sys.argv[1:]):
-    checkpoint = load_checkpoint(path)
-    checkpoint.pop('optimizer')  # play reads the weights alone
-    save_checkpoint(path, checkpoint)" "$run_dir"/checkpoints/model_*.pt
+    slim_checkpoints 0 "$run_dir"/checkpoints/model_*.pt
     # One file per seed, a run directory `play --run-dir` reads (tar -xf learn_seedN.tar -C RUN).
     tar -C "$run_dir" -cf "$OUT/learn_seed$seed.tar" config.yaml metrics.jsonl checkpoints
   done
+}
+
+slim_checkpoints() {  # slim_checkpoints KEEP FILE...: what comes back of a GPU run's checkpoints
+  # At most KEEP of them (0: all; else at least the first and the newest, the rest spread between),
+  # each without its optimizer and SAC's critics (play reads the policy alone), with its file time
+  # (the seconds since the command's start are read off it). None: a run killed before its first.
+  KEEP=$1 $PY -c "import os, sys
+from pathlib import Path
+from mjrl.checkpoint import load_checkpoint, save_checkpoint
+paths = sorted(p for p in map(Path, sys.argv[1:]) if p.exists())
+keep = int(os.environ['KEEP']) and max(2, int(os.environ['KEEP']))
+if keep and len(paths) > keep:
+    kept = {paths[round(i * (len(paths) - 1) / (keep - 1))] for i in range(keep)}
+    for path in set(paths) - kept:
+        path.unlink()
+    paths = sorted(kept)
+for path in paths:
+    checkpoint, mtime = load_checkpoint(path), path.stat().st_mtime
+    checkpoint.pop('optimizer')
+    if 'sac' in checkpoint:
+        checkpoint['sac'] = {k: v for k, v in checkpoint['sac'].items() if k in ('log_alpha', 'atoms', 'support_set')}
+    save_checkpoint(path, checkpoint)
+    os.utime(path, (mtime, mtime))" "${@:2}"
 }
 
 stamp() {  # prefix each line of stdin with the seconds since this filter started (cold-start times)
@@ -357,35 +374,20 @@ sac() {
       --runner.save-interval ${SAC_SAVE:-10} --runner.save-interval-s ${SAC_SAVE_S:-60} --runner.save-bulk-state False \
       --logger none --log-root $root/$n $flags"
     # The shell waits out a timeout's SIGTERM for `train`, which saves a last checkpoint on it.
-    run "$seconds" bash -c "trap '' TERM; set -o pipefail; date +%s.%N > $OUT/sac_$n.log
-      $train_line $graphs 2>&1 | stamp >> $OUT/sac_$n.log"
+    local attempt="trap '' TERM; set -o pipefail; date +%s.%N > $OUT/sac_$n.log; $train_line"
+    run "$seconds" bash -c "$attempt $graphs 2>&1 | stamp >> $OUT/sac_$n.log"
     rc=$?
     if ((rc != 0 && rc != 124)) && [[ -n $graphs ]] && ! grep -qs . $root/$n/$task/20*/metrics.jsonl; then
       # The graphs failed before a first iteration: eagerly, with what is left.
       mv "$OUT/sac_$n.log" "$OUT/sac_${n}_graphs.log"
       mv "$root/$n" "$root/$n-graphs"
-      run "$seconds" bash -c "trap '' TERM; set -o pipefail; date +%s.%N > $OUT/sac_$n.log
-        $train_line 2>&1 | stamp >> $OUT/sac_$n.log"
+      run "$seconds" bash -c "$attempt 2>&1 | stamp >> $OUT/sac_$n.log"
     fi
     tail -3 "$OUT/sac_$n.log" | tee -a "$log"
     run_dir=$(ls -d $root/$n/$task/20* 2>/dev/null | tail -1)
     if [[ -n $run_dir ]]; then
       keep "sac$n" sac.jsonl <"$run_dir/metrics.jsonl"
-      SAC_KEEP=${SAC_KEEP:-12} $PY -c "import os, sys
-from pathlib import Path
-from mjrl.checkpoint import load_checkpoint, save_checkpoint
-paths = sorted(p for p in map(Path, sys.argv[1:]) if p.exists())  # none: a run killed before its first
-keep = max(2, int(os.environ['SAC_KEEP']))  # the first and the newest at least
-kept = {paths[round(i * (len(paths) - 1) / (keep - 1))] for i in range(keep)} if len(paths) > keep else set(paths)
-for path in paths:
-    if path not in kept:
-        path.unlink()
-        continue
-    checkpoint, mtime = load_checkpoint(path), path.stat().st_mtime
-    checkpoint.pop('optimizer')  # play reads the policy alone
-    checkpoint['sac'] = {k: v for k, v in checkpoint['sac'].items() if k in ('log_alpha', 'atoms', 'support_set')}
-    save_checkpoint(path, checkpoint)
-    os.utime(path, (mtime, mtime))" "$run_dir"/checkpoints/model_*.pt
+      slim_checkpoints "${SAC_KEEP:-12}" "$run_dir"/checkpoints/model_*.pt
       mv "$OUT"/sac_"$n"*.log "$run_dir/"
       tar -C "$(dirname "$run_dir")" -cf "$OUT/sac_run_$n.tar" "$(basename "$run_dir")"
     fi
