@@ -16,6 +16,8 @@ from mjrl.errors import RESUME_HINT, cannot_write
 from mjrl.files import atomic_target
 
 NAME = "metrics.jsonl"
+TIMINGS = frozenset({"wall_s", "steps_per_second", "collection_s", "learning_s", "collective_s", "eval/seconds"})
+"""The figures that measure time: everything else is what a run learned."""
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -40,6 +42,12 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
             continue
         rows.append(row)
     return rows
+
+
+def learned_figures(path: Path) -> list[dict[str, Any]]:
+    """A run's iterations without their timings: equal between two runs exactly when they
+    learned alike, bit for bit (what a refactor meant to change no learning is checked by)."""
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in read_metrics(path)]
 
 
 class MetricsFile:
