@@ -12,33 +12,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import tempfile
 from pathlib import Path
+from statistics import median
 
-from common import last_json_line, read_metrics, train_command
+from mjrl.metrics_file import read_metrics
+from mjrl.tools.commands import last_json_line, train_command
 
 
-def run(task: str, num_envs: int, iterations: int, ranks: int, sync: str, log_root: str) -> dict:
-    command = train_command(task, "--device", "cpu", "--logger", "none", "--log-root", log_root)
-    command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", str(iterations), "--algorithm.sync", sync]
-    command += ["--runner.save-interval", "1000000", "--run-name", f"{ranks}r-{sync}"]
-    if ranks > 1:
-        command += ["--nproc-per-node", str(ranks)]
+def run(args: argparse.Namespace, ranks: int, sync: str, log_root: str) -> dict:
+    command = train_command(args.task, "--device", "cpu", "--logger", "none", "--log-root", log_root)
+    command += ["--env.num-envs", str(args.num_envs), "--runner.max-iterations", str(args.iterations)]
+    command += ["--algorithm.sync", sync, "--runner.save-interval", "1000000", "--run-name", f"{ranks}r-{sync}"]
+    command += ["--nproc-per-node", str(ranks)] if ranks > 1 else []
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     metrics = read_metrics(Path(last_json_line(out)["run_dir"]))[2:]
-    iteration_s = [m["collection_s"] + m["learning_s"] for m in metrics]
+    share = median(m["collective_s"] / (m["collection_s"] + m["learning_s"]) for m in metrics)
     return {
-        "ranks": ranks,
-        "sync": sync,
-        "steps_per_second": round(statistics.median(m["steps_per_second"] for m in metrics)),
-        "collective_share": round(
-            statistics.median(m["collective_s"] / s for m, s in zip(metrics, iteration_s, strict=True)), 4
-        ),
-        "collection_s": round(statistics.median(m["collection_s"] for m in metrics), 3),
-        "learning_s": round(statistics.median(m["learning_s"] for m in metrics), 3),
-    }
+        "ranks": ranks, "sync": sync, "steps_per_second": round(median(m["steps_per_second"] for m in metrics)),
+        "collective_share": round(share, 4),
+        "collection_s": round(median(m["collection_s"] for m in metrics), 3),
+        "learning_s": round(median(m["learning_s"] for m in metrics), 3),
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -52,12 +48,11 @@ def main() -> None:
     if args.iterations < 3:  # the figures are of the iterations after the warm-up's two
         parser.error("--iterations: at least 3")
     with tempfile.TemporaryDirectory() as log_root:
-        one = run(args.task, args.num_envs, args.iterations, 1, "gradients", log_root)
+        one = run(args, 1, "gradients", log_root)
         print(json.dumps(one), flush=True)
         for sync in args.syncs:
-            two = run(args.task, args.num_envs, args.iterations, 2, sync, log_root)
-            two["speedup_vs_1_rank"] = round(two["steps_per_second"] / one["steps_per_second"], 2)
-            print(json.dumps(two), flush=True)
+            two = run(args, 2, sync, log_root)
+            print(json.dumps({**two, "speedup_vs_1_rank": round(two["steps_per_second"] / one["steps_per_second"], 2)}))
 
 
 if __name__ == "__main__":

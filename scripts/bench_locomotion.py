@@ -1,29 +1,37 @@
-"""Does a legged robot walk? Train it on its CPU preset, evaluate it, plot it, record it.
+"""Does a legged robot walk, climb, or learn to walk from a teacher? Train it, play it, check it.
 
     python scripts/bench_locomotion.py --log-root /work/runs/loco            # train (over an hour), then report
     python scripts/bench_locomotion.py --log-root /work/runs/loco --resume   # continue a cut-off run, then report
     python scripts/bench_locomotion.py --run-dir RUN                         # report on a finished run
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Mule ...    # another robot, its own section
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid --ranks 2 ...
-    python scripts/bench_locomotion.py --throughput [--iterations 8] [--rounds 2]
+    python scripts/bench_locomotion.py --task Mjrl-Velocity-Rough-Quadruped --ranks 2 ... [--flat-run-dir FLAT]
+    python scripts/bench_locomotion.py --teacher TEACHER_RUN --log-root /work/runs/distill [--iterations 400]
+    python scripts/bench_locomotion.py --throughput [--task Mjrl-Velocity-Rough-Quadruped] [--iterations 8]
     python scripts/bench_locomotion.py --log-root /tmp/loco --no-write --episode-length-s 1 -- --runner.max-iterations 2
 
-Training is `train TASK --device cpu --preset cpu-locomotion` (19.7 M env steps; the humanoid's
-`cpu-humanoid`, 60 M) and the flags after `--`: run it in the background (`nohup ... &`). The
-report runs `play` on clean observations twice, for the trained policy and for zero actions (the
-robot standing in its home pose): forward commands (0.5-1.0 m/s for the quadrupeds, 0.3-0.8 for
-the humanoid) without lateral or yaw command (the humanoid's also without pushes), the task's
-full command distribution, and the zero command without pushes. It checks the robot's targets
-(`PROFILES` in `common.py`), draws the learning curves against env steps and wall time
-(`docs/img/locomotion_cpu_*.png`), and writes the figures into `docs/benchmarks.md` between the
-markers of its section. `--no-write` prints the report only, its curves drawn into the run
-directory: docs/ is left as it is. `--episode-length-s S` plays episodes of S seconds rather than
-the task's own (a try-out's: the report names it; its targets are judged all the same).
+Training is `train TASK --device cpu --preset PRESET` (the task's in `PROFILES` of common.py:
+the quadrupeds' cpu-locomotion, 19.7 M env steps; the humanoid's cpu-humanoid; the rough
+quadruped's cpu-rough, 49 M) and the flags after `--`; `--ranks R` shares the preset's envs out
+over R ranks. Run it in the background (`nohup ... &`). The report plays the deterministic policy
+on clean observations beside zero actions (the robot standing in its home pose) under each
+command setting of the robot's targets, checks them, draws the learning curves against env steps
+and wall time, and writes it all into `docs/benchmarks.md` between its section's markers
+(`--no-write`: printed only, the curves drawn into the run directory). `--episode-length-s S`
+plays episodes of S seconds (a try-out's: the report names it).
 
-`--throughput` times the training loop of each robot's CPU preset, one after another in one run
-(median env steps/s of iterations 3 onwards, `--rounds` times in turn, the median of those): the
-quadruped, the humanoid, and the humanoid without its angular-momentum sensor and term (a copy of
-its MJCF without the `<sensor>` block), which prices the sensor; and the humanoid's scene build.
+The rough quadruped (formerly bench_terrain.py) is played per terrain type, `--episodes` envs on
+the hardest row, forward commands, one 20 s episode: a success ends at least half a patch (4 m)
+from its start without an early termination (`--flat-run-dir`: a flat-trained policy beside it),
+then on flat ground. `--teacher RUN` (formerly bench_distillation.py) trains the student that
+reads no base velocity from that flat quadruped (`--algo distillation`, `--iterations` of them),
+plays it beside its teacher and checks its ONNX export's inputs.
+
+`--throughput` times the training loop of each robot's CPU preset, one after another, `--rounds`
+times in turn (median env steps/s of iterations 3 onwards, the median of the rounds): the
+quadruped, the humanoid, and the humanoid without its angular-momentum sensor and term; with the
+rough task, the flat and the rough task at `--num-envs`, the rough one with plain PPO and as two
+ranks of half the envs. Each also times its scene build.
 """
 
 from __future__ import annotations
@@ -35,166 +43,289 @@ import re
 import statistics
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-import yaml
 from common import (
-    GO1,
-    HUMANOID,
-    NO_LIMIT,
     ROOT,
     cpu_run_line,
-    cpu_training_rate,
     episode_length,
-    first_eval_meeting_targets,
-    full_set_targets,
-    newest_run,
     parse_with_passthrough,
-    play_each,
-    profile,
-    read_metrics,
+    play,
+    play_args,
     replace_section,
-    scene_build_s,
-    train_command,
+    table,
+    verdict,
 )
 
+from mjrl.cli.common import load_preset
+from mjrl.metrics_file import read_metrics
+from mjrl.sim import TERRAIN_TYPES
 from mjrl.tasks import load_task
+from mjrl.tools.commands import last_json_line, newest_run, run_commands, train_command
+from mjrl.tools.export import read_sidecar
 from mjrl.tools.plots import plot_runs
+from mjrl.tools.targets import (
+    GO1,
+    HUMANOID,
+    ROUGH,
+    STUDENT,
+    bounds,
+    first_eval_meeting_targets,
+    full_set_targets,
+    profile,
+)
 
-WITHOUT_ANGMOM = "humanoid without angular momentum"
 CURVES = [
     "mean_episode_return",
-    "eval/mean_lin_vel_error",
-    "eval/mean_yaw_rate_error",
-    "eval/early_termination_rate",
-    "eval/mean_foot_contact_fraction",
-    "eval/mean_swing_time",
-    "reward/track_lin_vel",
-    "mean_learning_rate",
-    "mean_kl",
-    "action_std",
+    "behavior_loss",
+    *[f"eval/{figure}" for figure in ("mean_lin_vel_error", "mean_yaw_rate_error", "early_termination_rate")],
+    *["eval/mean_foot_contact_fraction", "eval/mean_swing_time", "terrain/mean_level"],
+    *[f"terrain/mean_level/{t}" for t in TERRAIN_TYPES],
+    *["terrain/promoted_off_top", "reward/track_lin_vel", "termination/bad_orientation"],
+    *["termination/illegal_contact", "mean_learning_rate", "learning_rate", "mean_kl", "action_std"],
 ]
+# Each report's section of docs/benchmarks.md, and its images' names (the Go1's came first).
+SECTIONS = {GO1: "bench_locomotion", ROUGH: "bench_terrain", STUDENT: "bench_distillation"}
+IMAGES = {GO1: "locomotion_cpu_", ROUGH: "terrain_cpu_", STUDENT: "distillation_cpu_"}
+# Success rate on the hardest row, per type: the issue's definition of "climbs".
+SUCCESS_TARGETS = {"rough": 0.8, "slope_up": 0.8, "slope_down": 0.8, "stairs_down": 0.6, "stairs_up": 0.5}
+COLUMNS = {"planar error (m/s)": "mean_lin_vel_error", "yaw-rate error (rad/s)": "mean_yaw_rate_error",
+           "early terminations": "early_termination_rate", "foot contact": "mean_foot_contact_fraction",
+           "mean swing (s)": "mean_swing_time", "base displacement per episode (m)": "mean_displacement",
+           "return": "mean_return"}  # fmt: skip
 
 
-def markers(task: str) -> tuple[str, str]:
-    """The section of docs/benchmarks.md this task's report replaces (the Go1's came first)."""
-    key = "bench_locomotion" if task == GO1 else f"bench_locomotion:{task}"
-    return f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
+def train(task: str, args: argparse.Namespace, extra: list[str]) -> Path:
+    """Train the task on its CPU preset (the student from `args.teacher`), or continue it."""
+    flags = ["--device", "cpu", "--preset", profile(task).preset, "--log-root", str(args.log_root)]
+    if args.ranks > 1:  # the preset's envs shared out: the same batch, each rank's physics on a core
+        per_rank = load_preset(profile(task).preset)["env"]["num_envs"] // args.ranks
+        flags += ["--nproc-per-node", str(args.ranks), "--env.num-envs", str(per_rank)]
+    if args.teacher:
+        flags += ["--algo", "distillation", "--algorithm.teacher", str(args.teacher)]
+        flags += ["--runner.max-iterations", str(args.iterations or 400)]
+    name = "student" if args.teacher else ""
+    flags += ["--resume-dir", str(newest_run(args.log_root, task, name))] if args.resume else []
+    subprocess.run(train_command(task, *flags, *(["--run-name", name] if name else []), *extra), check=True)
+    return newest_run(args.log_root, task, name)
 
 
-def preset_config(task: str) -> dict:
-    """The task's CPU preset, as its YAML file gives it."""
-    return yaml.safe_load((ROOT / "configs" / f"{profile(task).preset}.yaml").read_text())
-
-
-def train(task: str, log_root: Path, resume: bool, ranks: int, extra: list[str]) -> Path:
-    command = train_command(task, "--device", "cpu", "--preset", profile(task).preset)
-    if ranks > 1:  # the preset's envs shared out: the same batch, each rank's physics on a core
-        per_rank = preset_config(task)["env"]["num_envs"] // ranks
-        command += ["--nproc-per-node", str(ranks), "--env.num-envs", str(per_rank)]
-    command += ["--log-root", str(log_root), *(["--resume", "True"] if resume else []), *extra]
-    subprocess.run(command, check=True)
-    return newest_run(log_root, task)
-
-
-def throughput(iterations: int, rounds: int) -> dict:
-    """Training env steps/s of each robot's CPU preset, and of the humanoid without the
-    angular-momentum sensor, measured in turn so that a change in load hits all alike."""
-    humanoid_xml = load_task(HUMANOID).env_cfg.robot.mjcf_file
-    with tempfile.TemporaryDirectory() as logs:
-        no_sensor = Path(logs) / "humanoid-without-angular-momentum.xml"
-        no_sensor.write_text(re.sub(r"\s*<sensor>.*?</sensor>", "", humanoid_xml.read_text(), flags=re.S))
-        setups = {
-            GO1: [GO1, "--preset", profile(GO1).preset],
-            HUMANOID: [HUMANOID, "--preset", profile(HUMANOID).preset],
-            WITHOUT_ANGMOM: [
-                *(HUMANOID, "--preset", profile(HUMANOID).preset, "--env.robot.mjcf", str(no_sensor)),
-                *("--env.rewards.angular-momentum", "0"),
-            ],
-        }
-        rates: dict[str, list[float]] = {name: [] for name in setups}
-        for round_ in range(rounds):
-            for name, args in setups.items():
-                log_root = Path(logs) / f"{round_}-{name.replace(' ', '-')}"
-                rates[name].append(cpu_training_rate(args, log_root, iterations))
-    result = {name: round(statistics.median(values)) for name, values in rates.items()}
-    result[f"{HUMANOID} scene build (s)"] = round(scene_build_s(HUMANOID), 2)
-    result["humanoid / quadruped"] = round(result[HUMANOID] / result[GO1], 3)
-    result["angular-momentum sensor cost"] = round(1 - result[HUMANOID] / result[WITHOUT_ANGMOM], 3)
-    return result
-
-
-def report(task: str, run_dir: Path, episodes: int, length: list[str], image_dir: Path) -> str:
-    """The report; `length`: the `play` flags of a shorter episode (`--env.episode-length-s S`), or none."""
-    targets = profile(task).targets
-    # The zero-action baseline runs the robot the preset trains (its locked joints).
-    locked = preset_config(task).get("env", {}).get("robot", {}).get("locked_joints", [])
+def policies(task: str, run_dir: Path, teacher: Path | None) -> list[tuple[str, str, list[str]]]:
+    """(name, task, `play` source) of each policy played: the trained one and zero actions (the
+    robot the preset trains: its locked joints), or the teacher and its student."""
+    if teacher:
+        return [("teacher", GO1, ["--run-dir", str(teacher)]), ("student", task, ["--run-dir", str(run_dir)])]
+    locked = load_preset(profile(task).preset).get("env", {}).get("robot", {}).get("locked_joints", [])
     zero = ["--zero-actions", "True", *(["--env.robot.locked-joints", *locked] if locked else [])]
-    plays = {
-        (policy, cmds): (task, source, [*flags, *length])
-        for policy, source in (("trained", ["--run-dir", str(run_dir)]), ("zero actions", zero))
-        for cmds, flags in profile(task).settings().items()
-    }
-    results = dict(zip(plays, play_each(list(plays.values()), episodes), strict=True))
-    lines = read_metrics(run_dir)
-    last, reached = lines[-1], first_eval_meeting_targets(lines, targets)
-    images = []
-    for x in ("env_steps", "wall_s"):
-        name = "" if task == GO1 else task.rsplit("-", 1)[-1].lower() + "_"
-        out = image_dir / f"locomotion_cpu_{name}{x}.png"
-        logged = set().union(*lines)
-        plot_runs([run_dir], out, metrics=[m for m in CURVES if m in logged], x=x)
-        # docs/benchmarks.md links its images relative to docs/; elsewhere the path is whole.
-        images.append(out.relative_to(ROOT / "docs") if out.is_relative_to(ROOT / "docs") else out)
+    return [("trained", task, ["--run-dir", str(run_dir)]), ("zero actions", task, zero)]
 
-    rows = ["| policy | commands | planar error (m/s) | yaw-rate error (rad/s) | early terminations "
-            "| foot contact | mean swing (s) | base displacement per episode (m) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    for (policy, cmds), r in results.items():
-        rows.append(
-            f"| {policy} | {cmds} | {r['mean_lin_vel_error']:.3f} | {r['mean_yaw_rate_error']:.3f} "
-            f"| {r['early_termination_rate']:.1%} | {r['mean_foot_contact_fraction']:.2f} "
-            f"| {r['mean_swing_time']:.2f} | {r.get('mean_displacement', math.nan):.2f} |"
-        )
-    checks = [
-        f"- {cmds} commands, {figure} {bounds(low, high)}: {results['trained', cmds][figure]:.3f} "
-        f"{'**met**' if low <= results['trained', cmds][figure] <= high else '**not met**'}"
-        for cmds, figure, low, high in targets
+
+def settings_report(task: str, run_dir: Path, args: argparse.Namespace, length: list[str]) -> tuple[list[str], bool]:
+    """Each policy under each command setting of the task's targets (the student's exported
+    inputs after), and the targets checked on the trained policy or the student."""
+    plays = {(name, cmds): play_args(t, args.episodes, src, [*flags, *length])
+             for name, t, src in policies(task, run_dir, args.teacher)
+             for cmds, flags in profile(task).settings().items()}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx = Path(tmp) / "student.onnx"
+        export = [["mjrl", "export", task, "--run-dir", str(run_dir), "--out", str(onnx)]] if args.teacher else []
+        outputs = run_commands([*plays.values(), *export])
+        inputs, ok = exported_inputs(onnx) if args.teacher else ([], True)
+    results = {key: last_json_line(out) for key, out in zip(plays, outputs, strict=False)}
+    rows = [
+        [*key, *(cell(figure, r.get(figure, math.nan)) for figure in COLUMNS.values())] for key, r in results.items()
     ]
-    full_targets = ", ".join(f"{figure} {bounds(low, high)}" for _, figure, low, high in full_set_targets(targets))
-    when = (
-        f"The periodic evaluation (16 envs, full command distribution) first met the full-set targets "
-        f"({full_targets}) at "
-        f"iteration {reached['iteration']}: {reached['env_steps'] / 1e6:.1f} M env steps, "
-        f"{reached['wall_s'] / 60:.0f} min of training."
-        if reached
-        else f"The periodic evaluation never met the full-set targets ({full_targets})."
+    judged, checks = "student" if args.teacher else "trained", []
+    for cmds, figure, low, high in profile(task).targets:
+        value = results[judged, cmds][figure]
+        checks.append(f"- {cmds} commands, {figure} {bounds(low, high)}: {value:.3f} {verdict(low <= value <= high)}")
+        ok &= low <= value <= high
+    play_line = (
+        f"`{' '.join(['play --episodes', str(args.episodes), *length])}`, deterministic policy, clean observations:"
     )
-    return "\n".join(
-        [
-            cpu_run_line(task, run_dir, last),
-            "",
-            f"`{' '.join(['play --episodes', str(episodes), *length])}`, deterministic policy, clean observations:",
-            "",
-            *rows,
-            "",
-            *checks,
-            "",
-            when,
-            "",
-            *[f"![learning curves]({image})" for image in images],
-        ]
-    )
+    teacher = [f"Teacher `{args.teacher}`.", ""] if args.teacher else []
+    return [*teacher, play_line, "", *table(["policy", "commands", *COLUMNS], rows), "", *checks,
+            *when_met(task, read_metrics(run_dir)), *inputs], ok  # fmt: skip
 
 
-def bounds(low: float, high: float) -> str:
-    if low == -NO_LIMIT:
-        return f"≤ {high}"
-    return f"≥ {low}" if high == NO_LIMIT else f"in [{low}, {high}]"
+def when_met(task: str, lines: list[dict]) -> list[str]:
+    """When the periodic evaluation first met the targets it sees (those of the full command
+    distribution), if the task has any."""
+    full = full_set_targets(profile(task).targets)
+    if not full:
+        return []
+    targets = ", ".join(f"{figure} {bounds(low, high)}" for _, figure, low, high in full)
+    if not (reached := first_eval_meeting_targets(lines, profile(task).targets)):
+        return ["", f"The periodic evaluation never met the full-set targets ({targets})."]
+    return ["", f"The periodic evaluation (16 envs, full command distribution) first met the full-set targets "
+            f"({targets}) at iteration {reached['iteration']}: {reached['env_steps'] / 1e6:.1f} M env steps, "
+            f"{reached['wall_s'] / 60:.0f} min of training."]  # fmt: skip
 
 
-def write_section(task: str, text: str) -> None:
-    replace_section(markers(task), f"Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`", text)
+def cell(figure: str, value: float) -> str:
+    if figure == "early_termination_rate":
+        return f"{value:.1%}"
+    return f"{value:.1f}" if figure == "mean_return" else f"{value:.3f}"
+
+
+def exported_inputs(onnx: Path) -> tuple[list[str], bool]:
+    """The line naming the observation terms the student's ONNX model reads (from its sidecar,
+    checked against the model's own input width, which onnxruntime runs), and whether none is
+    the base's linear velocity."""
+    import numpy as np
+    import onnxruntime
+
+    terms = read_sidecar(onnx).observation_terms
+    session = onnxruntime.InferenceSession(str(onnx))
+    width = session.get_inputs()[0].shape[-1]
+    assert session.run(None, {session.get_inputs()[0].name: np.zeros((1, width), np.float32)})[0].shape == (1, 12)
+    assert sum(t.size for t in terms) == width
+    none = "base_lin_vel" not in [t.name for t in terms]
+    names = ", ".join(t.name for t in terms)
+    return [
+        "",
+        f"Its ONNX model reads {width} numbers: {names}; {'no' if none else 'STILL a'} base linear velocity.",
+    ], none
+
+
+def on_hardest_row(task: str, run_dir: Path, episodes: int, kind: str | None) -> dict:
+    """The policy of `run_dir` (a run of `task`) straight ahead on the rough task's terrain, every
+    env on the hardest row of one type; on flat ground if `kind` is None."""
+    straight = ["--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]
+    flags = [*profile(GO1).settings()["forward"], *straight, "--env.terrain.kind", "flat" if kind is None else "grid"]
+    if kind:
+        flags += ["--env.terrain.spawn-row", str(load_task(ROUGH).env_cfg.terrain.rows - 1)]
+        flags += ["--env.terrain.spawn-type", kind]
+    return play(task, episodes, ["--run-dir", str(run_dir)], flags)
+
+
+def terrain_report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> tuple[list[str], bool]:
+    """Success per terrain type on its hardest row (a flat-trained policy beside it), the climb
+    of the terrain levels over training, and the walk on flat ground."""
+    policies = [("rough-trained", ROUGH, run_dir)] + ([("flat-trained", GO1, flat_run_dir)] if flat_run_dir else [])
+    results = {(name, kind): on_hardest_row(task, run, episodes, kind) for name, task, run in policies
+               for kind in TERRAIN_TYPES}  # fmt: skip
+    success = {key: r["mean_success"] for key, r in results.items()}
+    rows = [[kind, *(f"{success[name, kind]:.0%}, {results[name, kind]['mean_travel_distance']:.1f} m, "
+                     f"{results[name, kind]['early_termination_rate']:.0%}" for name, *_ in policies)]
+            for kind in TERRAIN_TYPES]  # fmt: skip
+    header = ["terrain (hardest row)", *(f"{name}: success, distance, early ends" for name, *_ in policies)]
+    rough = {kind: success["rough-trained", kind] for kind in TERRAIN_TYPES}
+    checks = [f"- {kind}: success {rough[kind]:.0%} ≥ {target:.0%} {verdict(rough[kind] >= target)}"
+              for kind, target in SUCCESS_TARGETS.items()]  # fmt: skip
+    if flat_run_dir:
+        margins = ", ".join(
+            f"{k} {success['rough-trained', k] - success['flat-trained', k]:+.0%}" for k in TERRAIN_TYPES
+        )
+        checks.append(f"- rough-trained minus flat-trained success, in points: {margins}")
+    flat, lines = on_hardest_row(ROUGH, run_dir, episodes, None), read_metrics(run_dir)
+    per_foot = {k.split("/", 1)[1]: v for k, v in flat.items() if k.startswith("mean_foot_contact_fraction/")}
+    # The level of one iteration moves with the few hundred episodes that ended in it: compare
+    # the means of the first and the last 100 iterations.
+    levels = [line["terrain/mean_level"] for line in lines]
+    start, end = statistics.mean(levels[:100]), statistics.mean(levels[-100:])
+    off_top = sorted({t for line in lines for t in TERRAIN_TYPES if (line.get(f"terrain/promoted_off_top/{t}") or 0)})
+    walks = flat["mean_lin_vel_error"] <= 0.2 and flat["early_termination_rate"] == 0
+    checks += [
+        f"- `terrain/mean_level` from {start:.2f} (the first 100 iterations) to {end:.2f} (the last 100) "
+        f"(+{end - start:.2f} rows; target +3): {verdict(end - start >= 3)}",
+        f"- promoted off the top row in: {', '.join(off_top) or 'no type'} (target: two types): "
+        f"{verdict(len(off_top) >= 2)}",
+        f"- flat ground, forward commands: planar error {flat['mean_lin_vel_error']:.3f} m/s (≤ 0.20), "
+        f"early terminations {flat['early_termination_rate']:.0%} (none): {verdict(walks)}",
+        f"- gait on flat ground, share of time each foot is down: "
+        f"{', '.join(f'{foot} {share:.0%}' for foot, share in per_foot.items())}"
+        f"{' (a limp: a foot down under 20 % of the time)' if min(per_foot.values()) < 0.2 else ''}",
+    ]
+    play_line = (f"`play --episodes {episodes}` per type, deterministic policy, clean observations, forward commands "
+                 "0.5-1.0 m/s, 20 s; success: at least 4 m from the start without an early termination:")  # fmt: skip
+    met = all(success["rough-trained", k] >= t for k, t in SUCCESS_TARGETS.items()) and end - start >= 3 and walks
+    return [play_line, "", *table(header, rows), "", *checks], met
+
+
+def report(task: str, run_dir: Path, args: argparse.Namespace) -> tuple[str, bool]:
+    """The report, and whether every target was met."""
+    length = episode_length(args.episode_length_s)
+    if task == ROUGH:
+        body, ok = terrain_report(run_dir, args.flat_run_dir, args.episodes)
+    else:
+        body, ok = settings_report(task, run_dir, args, length)
+    lines, images = read_metrics(run_dir), []
+    logged = set().union(*lines)
+    curves = [m for m in CURVES if m in logged and not (m == "learning_rate" and "mean_learning_rate" in logged)]
+    prefix = IMAGES.get(task, f"locomotion_cpu_{task.rsplit('-', 1)[-1].lower()}_")
+    for x in ("env_steps", "wall_s"):
+        out = plot_runs([run_dir], (run_dir if args.no_write else ROOT / "docs/img") / f"{prefix}{x}.png", curves, x=x)
+        # docs/benchmarks.md links its images relative to docs/; elsewhere the path is whole.
+        images.append(
+            f"![learning curves]({out.relative_to(ROOT / 'docs') if out.is_relative_to(ROOT / 'docs') else out})"
+        )
+    return "\n".join([cpu_run_line(task, run_dir, lines[-1]), "", *body, "", *images]), ok
+
+
+PLAIN, TWO_RANKS, WITHOUT = f"{ROUGH} with plain PPO", f"{ROUGH} as 2 ranks", "humanoid without angular momentum"
+Ratios = dict[str, Callable[[dict[str, float]], float]]
+
+
+def setups(task: str, num_envs: int, logs: Path) -> tuple[dict[str, list[str]], Ratios]:
+    """The `train` arguments of each setup `--throughput` times, and the ratios it reports."""
+    envs = ["--env.num-envs", str(num_envs)]
+    if task == ROUGH:  # the terrain's cost
+        return {GO1: [GO1, *envs], ROUGH: [ROUGH, *envs],
+                # Without the symmetry augmentation it trains with, which doubles the update's batch.
+                PLAIN: [ROUGH, *envs, "--algorithm.symmetry.augment", "False"],
+                # The same envs as two ranks: Warp steps the physics on one thread, a rank a core.
+                TWO_RANKS: [ROUGH, "--env.num-envs", str(num_envs // 2), "--nproc-per-node", "2"]}, {
+                "ratio": lambda r: r[ROUGH] / r[GO1], "ratio with plain PPO": lambda r: r[PLAIN] / r[GO1],
+                "2 ranks / 1 rank": lambda r: r[TWO_RANKS] / r[ROUGH]}  # fmt: skip
+    # The robots, and the price of the humanoid's angular-momentum sensor: its MJCF without it.
+    no_sensor = logs / "humanoid-without-angular-momentum.xml"
+    xml = load_task(HUMANOID).env_cfg.robot.mjcf_file.read_text()
+    no_sensor.write_text(re.sub(r"\s*<sensor>.*?</sensor>", "", xml, flags=re.S))
+    humanoid = [HUMANOID, *envs, "--preset", profile(HUMANOID).preset]
+    without = [*humanoid, "--env.robot.mjcf", str(no_sensor), "--env.rewards.angular-momentum", "0"]
+    return {GO1: [GO1, *envs, "--preset", profile(GO1).preset], HUMANOID: humanoid, WITHOUT: without}, {
+        "humanoid / quadruped": lambda r: r[HUMANOID] / r[GO1],
+        "angular-momentum sensor cost": lambda r: 1 - r[HUMANOID] / r[WITHOUT]}  # fmt: skip
+
+
+def throughput(task: str, num_envs: int, iterations: int, rounds: int) -> dict:
+    """Training env steps/s of each setup, measured in turn so that a change in load hits all
+    alike, their ratios, and the scene build of the rough task or the humanoid."""
+    with tempfile.TemporaryDirectory() as logs:
+        runs, ratios = setups(task, num_envs, Path(logs))
+        rates: dict[str, list[float]] = {name: [] for name in runs}
+        for round_ in range(rounds):
+            for name, args in runs.items():
+                rates[name].append(
+                    cpu_training_rate(args, Path(logs) / f"{round_}-{name.replace(' ', '-')}", iterations)
+                )
+    result = {name: round(statistics.median(values)) for name, values in rates.items()}
+    result |= {label: round(ratio(result), 3) for label, ratio in ratios.items()}
+    scene = task if task == ROUGH else HUMANOID
+    return {"num_envs": num_envs, **result, f"{scene} scene build (s)": round(scene_build_s(scene), 2)}
+
+
+def cpu_training_rate(args: list[str], log_root: Path, iterations: int) -> float:
+    """Median env steps/s of a short CPU training (`train *args`, the task first) from iteration 3
+    on: the first two include the kernels' warm-up."""
+    command = train_command(*args, "--device", "cpu", "--logger", "none", "--log-root", str(log_root))
+    command += ["--runner.max-iterations", str(iterations), "--runner.eval-interval", "0"]
+    subprocess.run(command, check=True, capture_output=True)
+    return statistics.median(line["steps_per_second"] for line in read_metrics(newest_run(log_root, args[0]))[2:])
+
+
+def scene_build_s(task_name: str) -> float:
+    """Seconds to compose the task's robot and ground (a terrain grid is generated here) into
+    one model and compile it."""
+    import time
+
+    task = load_task(task_name)
+    scene = task.build(task.env_cfg).scene
+    start = time.perf_counter()
+    scene.build()
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -206,20 +337,26 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--episode-length-s", type=float, help="play episodes this long, not the task's")
     parser.add_argument("--ranks", type=int, default=1, help="train as this many ranks (2 on a 2-core machine)")
+    parser.add_argument("--flat-run-dir", type=Path, help="rough terrain: a flat-trained run beside the rough one")
+    parser.add_argument("--teacher", type=Path, help="a flat quadruped's run: train and report on its student")
     parser.add_argument("--no-write", action="store_true", help="print the report only, the curves in the run")
     parser.add_argument("--throughput", action="store_true", help="time each robot's training loop instead")
-    parser.add_argument("--iterations", type=int, default=8, help="iterations per --throughput measurement")
+    parser.add_argument("--iterations", type=int, help="per --throughput measurement (8); the student's (400)")
     parser.add_argument("--rounds", type=int, default=2, help="--throughput measurements per setup")
+    parser.add_argument("--num-envs", type=int, default=512, help="--throughput's envs")
     args, extra = parse_with_passthrough(parser)  # the flags after `--` go to `train`
     if args.throughput:
-        print(json.dumps(throughput(args.iterations, args.rounds), indent=1))
+        print(json.dumps(throughput(args.task, args.num_envs, args.iterations or 8, args.rounds), indent=1))
         return
-    run_dir = args.run_dir or train(args.task, args.log_root, args.resume, args.ranks, extra)
-    length = episode_length(args.episode_length_s)
-    text = report(args.task, run_dir, args.episodes, length, run_dir if args.no_write else ROOT / "docs/img")
+    task = STUDENT if args.teacher else args.task
+    run_dir = args.run_dir or train(task, args, extra)
+    text, ok = report(task, run_dir, args)
     print(text)
     if not args.no_write:
-        write_section(args.task, text)
+        key = SECTIONS.get(task, f"bench_locomotion:{task}")
+        markers = (f"<!-- {key}:begin -->", f"<!-- {key}:end -->")
+        replace_section(markers, f"Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`", text)
+    print(json.dumps({"targets_met": ok}))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,9 @@
 
     python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
         --log-root /work/runs/parity --label now                       # mjrl as configured
-    python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
-        --log-root /work/runs/parity --label scalar-std -- --policy.noise-std-type scalar
-    python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
-        --log-root /work/runs/parity --label rsl_rl --reference /work/refvenv/bin/python
-    python scripts/bench_parity.py Mjrl-Cartpole-Balance --iterations 150 --seeds 42 1 2 3 4 \\
-        --log-root /work/runs/parity --label rsl_rl-plain --reference /work/refvenv/bin/python -- --symmetry off
+    python scripts/bench_parity.py ... --label scalar-std -- --policy.noise-std-type scalar
+    python scripts/bench_parity.py ... --label rsl_rl --reference /work/refvenv/bin/python
+    python scripts/bench_parity.py ... --label rsl_rl-plain --reference /work/refvenv/bin/python -- --symmetry off
 
 Each seed trains `train TASK --device cpu --logger none --seed S`, or with `--reference PYTHON`,
 `scripts/rsl_rl_reference.py TASK --seed S` under that Python (a venv with rsl-rl-lib and
@@ -23,14 +20,16 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from common import ROOT, newest_run, parse_with_passthrough, read_metrics, train_command
+from common import ROOT, parse_with_passthrough
+
+from mjrl.metrics_file import read_metrics
+from mjrl.tools.commands import newest_run, train_command
 
 
 def run_seed(args: argparse.Namespace, seed: int) -> list[dict]:
     """The metrics of one seed, training it first if the label has none yet."""
     out = args.log_root / args.label / f"seed-{seed}"
-    metrics = out / "metrics.jsonl"
-    if metrics.exists() and len(read_metrics(out)) >= args.iterations:
+    if (out / "metrics.jsonl").exists() and len(read_metrics(out)) >= args.iterations:
         return read_metrics(out)
     if args.reference:
         command = [args.reference, str(ROOT / "scripts/rsl_rl_reference.py"), args.task, "--seed", str(seed)]
@@ -40,7 +39,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> list[dict]:
         command += ["--runner.max-iterations", str(args.iterations), "--log-root", str(out / "logs"), *args.flags]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     if not args.reference:  # the run directory's metrics, copied beside the reference's
-        metrics.write_text((newest_run(out / "logs", args.task) / "metrics.jsonl").read_text())
+        (out / "metrics.jsonl").write_text((newest_run(out / "logs", args.task) / "metrics.jsonl").read_text())
     return read_metrics(out)
 
 
@@ -57,13 +56,10 @@ def main() -> None:
     parser.add_argument("--log-root", type=Path, required=True)
     parser.add_argument("--label", required=True, help="the experiment's name: its runs go under LOG_ROOT/LABEL")
     parser.add_argument("--reference", help="a Python with rsl-rl-lib: run rsl_rl's PPO instead of mjrl's")
-    args, flags = parse_with_passthrough(parser)
-    args.flags = flags  # to train, or to the reference
-    returns = {seed: final_return(run_seed(args, seed)) for seed in args.seeds}
-    figures = ", ".join(f"{returns[seed]:.0f}" for seed in args.seeds)
-    mean, worst = statistics.mean(returns.values()), min(returns.values())
-    seeds = ", ".join(map(str, args.seeds))
-    print(f"| {args.task} | {args.label} | {seeds} | {figures} | {mean:.0f} | {worst:.0f} |")
+    args, args.flags = parse_with_passthrough(parser)  # the flags after `--`: to train, or to the reference
+    returns = [final_return(run_seed(args, seed)) for seed in args.seeds]
+    figures, seeds = ", ".join(f"{r:.0f}" for r in returns), ", ".join(map(str, args.seeds))
+    print(f"| {args.task} | {args.label} | {seeds} | {figures} | {statistics.mean(returns):.0f} | {min(returns):.0f} |")
 
 
 if __name__ == "__main__":

@@ -6,20 +6,16 @@
     python scripts/bench_seeds.py --log-root /tmp/s --seeds 1 --poll-s 1 -- --env.num-envs 16 --runner.max-iterations 2
     python scripts/bench_seeds.py --task Mjrl-Cartpole-Balance --algo sac --log-root /work/runs/cp --seeds 1 2 3 4 5
 
-Each seed trains `train TASK --device DEVICE --preset cpu-locomotion --seed S` (the
-README's CPU preset, evaluated every 50 iterations) until the periodic evaluation first meets
-the full-distribution flat targets of `bench_locomotion.py`, then stops it with SIGTERM, as a
-preemption would (a checkpoint is written). A seed that was cut off is continued with
-`--resume-dir`; one that met its targets is not run again. The report gives the env steps each
-seed needed and their median, and the gait of each final policy (`play`, forward commands):
-per-foot contact fractions and mean swing times, and their left/right differences.
-
-Any task with a profile in `common.py` (the cart-poles: an evaluation return) trains the same
-way, with its own defaults where it has no preset, and `--algo` picks the learner (its runs are
-named `seed-S[-symmetry]-ALGO`; PPO's keep their old names). Every stop is appended to
-`LOG_ROOT/stops.jsonl` with the seconds from the command's start; the report gives each seed's
-whole time (all its continuations) beside its env steps, and the evaluation return where it
-stopped.
+Each seed trains `train TASK --device DEVICE --preset PRESET --seed S` (the task's CPU preset of
+`PROFILES` in common.py, evaluated every 50 iterations; a cart-pole's own defaults) until its
+periodic evaluation first meets the task's full-distribution targets, then stops it with SIGTERM
+as a preemption would (a checkpoint is written). A seed cut off is continued with `--resume-dir`;
+one that met its targets is not run again. Runs are named `seed-S[-symmetry][-ALGO]` (PPO's
+without the algorithm). Every stop is appended to `LOG_ROOT/stops.jsonl` with the seconds from
+the command's start. The report gives the env steps each seed needed and their median; for a
+legged robot the gait of each final policy (`play`, forward commands: per-foot contact fractions
+and swing times, left minus right), for a cart-pole the whole time of its commands and the
+evaluation return where it stopped.
 """
 
 from __future__ import annotations
@@ -33,24 +29,16 @@ import time
 from pathlib import Path
 
 import yaml
-from common import (
-    GO1,
-    first_eval_meeting_targets,
-    newest_run,
-    parse_with_passthrough,
-    play,
-    profile,
-    read_metrics,
-    train_command,
-)
+from common import parse_with_passthrough, play, table
 
 from mjrl.envs.robot import mirror_name
+from mjrl.metrics_file import read_metrics
 from mjrl.tasks import load_task
+from mjrl.tools.commands import newest_run, train_command
+from mjrl.tools.targets import GO1, first_eval_meeting_targets, profile
 
-SYMMETRY = ["--algorithm.symmetry.augment", "True"]
 
-
-def run_name(seed: int, symmetry: bool, algo: str = "ppo") -> str:
+def run_name(seed: int, symmetry: bool, algo: str) -> str:
     return f"seed-{seed}" + ("-symmetry" if symmetry else "") + ("" if algo == "ppo" else f"-{algo}")
 
 
@@ -61,126 +49,64 @@ def find_run(log_root: Path, task: str, name: str) -> Path | None:
         return None
 
 
-def train_until_targets(
-    task: str,
-    log_root: Path,
-    seed: int,
-    symmetry: bool,
-    poll_s: float,
-    extra: list[str],
-    device: str,
-    time_limit_s: float | None = None,
-    train_through: bool = False,
-    algo: str = "ppo",
-) -> Path:
+def met(task: str, run_dir: Path | None) -> dict | None:
+    """The run's first evaluation that met the task's targets (None before its metrics exist)."""
+    try:
+        return first_eval_meeting_targets(read_metrics(run_dir), profile(task).targets) if run_dir else None
+    except FileNotFoundError:
+        return None
+
+
+def train_until_targets(args: argparse.Namespace, seed: int, extra: list[str]) -> Path:
     """Train (or continue) one seed until its periodic evaluation meets the targets (unless
-    `train_through`), the preset's last iteration, or `time_limit_s` (stopped as by a
-    preemption, so `--resume-dir` continues it). Prints the seconds from the command's start to
-    the stop, or to the end."""
-    name = run_name(seed, symmetry, algo)
-    run_dir = find_run(log_root, task, name)
-    targets = profile(task).targets
-    if run_dir is not None and not train_through and first_eval_meeting_targets(read_metrics(run_dir), targets):
+    `--train-through`), the preset's last iteration, or `--time-limit-s` (stopped as by a
+    preemption, so `--resume-dir` continues it). Records the seconds from the command's start."""
+    task, name = args.task, run_name(seed, args.symmetry, args.algo)
+    run_dir = find_run(args.log_root, task, name)
+    if run_dir is not None and not args.train_through and met(task, run_dir):
         return run_dir
     preset = profile(task).preset
-    command = train_command(task, "--device", device, *(["--preset", preset] if preset else []))
-    command += ["--algo", algo] if algo != "ppo" else []
-    command += ["--seed", str(seed), "--log-root", str(log_root), *(SYMMETRY if symmetry else []), *extra]
-    command += ["--resume-dir", str(run_dir)] if run_dir else ["--run-name", name]
-    start = time.perf_counter()
-    process = subprocess.Popen(command)
-    stopped = False
-    while process.poll() is None:
-        time.sleep(poll_s)
-        run_dir = run_dir or find_run(log_root, task, name)
-        metrics = run_dir / "metrics.jsonl" if run_dir else None
-        met = (
-            not train_through
-            and metrics
-            and metrics.exists()
-            and first_eval_meeting_targets(read_metrics(run_dir), targets)
-        )
-        out_of_time = time_limit_s is not None and time.perf_counter() - start > time_limit_s
-        if met or out_of_time:
-            elapsed = time.perf_counter() - start
+    command = train_command(task, "--device", args.device, *(["--preset", preset] if preset else []))
+    command += (["--algo", args.algo] if args.algo != "ppo" else []) + ["--seed", str(seed)]
+    command += ["--log-root", str(args.log_root), *(["--algorithm.symmetry.augment", "True"] * args.symmetry)]
+    command += [*extra, *(["--resume-dir", str(run_dir)] if run_dir else ["--run-name", name])]
+    start, process = time.perf_counter(), subprocess.Popen(command)
+    record = None
+    while record is None and process.poll() is None:
+        time.sleep(args.poll_s)
+        run_dir = run_dir or find_run(args.log_root, task, name)
+        targets_met = not args.train_through and met(task, run_dir) is not None
+        if targets_met or (args.time_limit_s is not None and time.perf_counter() - start > args.time_limit_s):
+            record = {"seed": seed, "targets_met": targets_met, "elapsed_s": round(time.perf_counter() - start, 1)}
             process.send_signal(signal.SIGTERM)  # writes a checkpoint and exits
             process.wait()
-            stopped = True
-            record = {"seed": seed, "targets_met": bool(met), "elapsed_s": round(elapsed, 1)}
-    if not stopped:
-        record = {"seed": seed, "finished": True, "elapsed_s": round(time.perf_counter() - start, 1)}
+    record = record or {"seed": seed, "finished": True, "elapsed_s": round(time.perf_counter() - start, 1)}
     print(json.dumps(record), flush=True)
-    with (log_root / "stops.jsonl").open("a") as stops:
+    with (args.log_root / "stops.jsonl").open("a") as stops:
         stops.write(json.dumps({"run": name, **record}) + "\n")
-    if process.returncode != 0 and not stopped:
+    if process.returncode != 0 and "finished" in record:
         raise SystemExit(f"{name}: train exited with code {process.returncode}; see its output above")
     assert run_dir is not None, f"{name}: train exited with {process.returncode} before making its run directory"
     return run_dir
 
 
-def gait(task: str, run_dir: Path, episodes: int, device: str) -> dict:
-    """Forward-command figures of the run's last checkpoint, per foot included."""
-    return play(task, episodes, ["--run-dir", str(run_dir)], profile(task).settings()["forward"], device)
-
-
-def foot_pairs(task: str) -> list[tuple[str, str]]:
-    """Left/right foot pairs, by the names the task's robot config mirrors."""
+def gait_row(task: str, run_dir: Path, args: argparse.Namespace) -> list[str]:
+    """The forward-command figures of the run's last checkpoint: planar error, early ends, and
+    the left-minus-right contact fractions and swing times of each foot pair."""
+    forward = play(task, args.episodes, ["--run-dir", str(run_dir)], profile(task).settings()["forward"], args.device)
     robot = load_task(task).env_cfg.robot
-    images = {foot: mirror_name(foot, robot.mirror_names) for foot in robot.foot_geoms}
-    return [(foot, image) for foot, image in images.items() if foot < image]
+    pairs = [(foot, image) for foot in robot.foot_geoms if foot < (image := mirror_name(foot, robot.mirror_names))]
+    differences = [" / ".join(f"{forward[f'{figure}/{left}'] - forward[f'{figure}/{right}']:+.3f}" for left, right
+                              in pairs) for figure in ("mean_foot_contact_fraction", "mean_swing_time")]  # fmt: skip
+    return [f"{forward['mean_lin_vel_error']:.3f}", f"{forward['early_termination_rate']:.1%}", *differences]
 
 
-HEADER = [
-    "| seed | env steps to the targets | planar error, forward (m/s) | early ends, forward | contact, left - right "
-    "| swing (s), left - right |",
-    "| --- | --- | --- | --- | --- | --- |",
-]
-
-
-def seed_row(task: str, seed: int, run_dir: Path, episodes: int, device: str) -> tuple[str, float | None]:
-    """The seed's table row and the env steps it took to meet the targets (None if it did not)."""
-    history = read_metrics(run_dir)
-    reached = first_eval_meeting_targets(history, profile(task).targets)
-    figures = gait(task, run_dir, episodes, device)
-    contact, swing = [], []
-    for left, right in foot_pairs(task):
-        contact.append(figures[f"mean_foot_contact_fraction/{left}"] - figures[f"mean_foot_contact_fraction/{right}"])
-        swing.append(figures[f"mean_swing_time/{left}"] - figures[f"mean_swing_time/{right}"])
-    if reached:
-        steps = f"{reached['env_steps'] / 1e6:.1f} M (iteration {reached['iteration']})"
-    else:
-        steps = f"not met in {history[-1]['env_steps'] / 1e6:.1f} M"
-    pairs = " / ".join(f"{c:+.3f}" for c in contact), " / ".join(f"{d:+.3f}" for d in swing)
-    early = f"{figures['early_termination_rate']:.1%}"
-    row = f"| {seed} | {steps} | {figures['mean_lin_vel_error']:.3f} | {early} | {pairs[0]} | {pairs[1]} |"
-    return row, reached["env_steps"] if reached else None
-
-
-RETURN_HEADER = [
-    "| seed | env steps to the target | whole time (s) | evaluation return where it stopped |",
-    "| --- | --- | --- | --- |",
-]
-
-
-def whole_time(log_root: Path, name: str) -> float | None:
+def whole_time(log_root: Path, name: str) -> str:
     """Seconds from each command's start to its stop, summed over the run's continuations."""
     path = log_root / "stops.jsonl"
-    if not path.exists():
-        return None
-    stops = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    stops = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     mine = [stop["elapsed_s"] for stop in stops if stop["run"] == name]
-    return sum(mine) if mine else None
-
-
-def return_row(task: str, seed: int, run_dir: Path, elapsed: float | None) -> tuple[str, float | None]:
-    """A task judged by its evaluation return (the cart-poles): no gait to play."""
-    history = read_metrics(run_dir)
-    reached = first_eval_meeting_targets(history, profile(task).targets)
-    evaluations = [line for line in history if "eval/mean_return" in line]
-    steps = f"{reached['env_steps'] / 1e6:.2f} M (iteration {reached['iteration']})" if reached else "not met"
-    final = f"{evaluations[-1]['eval/mean_return']:.0f}" if evaluations else "-"
-    whole = f"{elapsed:.0f}" if elapsed is not None else "-"
-    return f"| {seed} | {steps} | {whole} | {final} |", reached["env_steps"] if reached else None
+    return f"{sum(mine):.0f}" if mine else "-"
 
 
 def augments(run_dir: Path) -> bool:
@@ -189,30 +115,40 @@ def augments(run_dir: Path) -> bool:
     return bool(saved.get("algorithm", {}).get("symmetry", {}).get("augment", False))
 
 
-def report(task: str, log_root: Path, seeds: list[int], episodes: int, device: str, algo: str = "ppo") -> str:
-    legged = "forward" in profile(task).settings()
+LEGGED = ["env steps to the targets", "planar error, forward (m/s)", "early ends, forward", "contact, left - right",
+          "swing (s), left - right"]  # fmt: skip
+BY_RETURN = ["env steps to the target", "whole time (s)", "evaluation return where it stopped"]
+
+
+def seed_row(args: argparse.Namespace, seed: int, name: str, run_dir: Path) -> tuple[list[str], float | None]:
+    """The seed's row: its env steps to the targets, then its gait (a legged robot) or its whole
+    time and the evaluation return where it stopped (a cart-pole); and those env steps, if met."""
+    legged, history, first = "forward" in profile(args.task).settings(), read_metrics(run_dir), met(args.task, run_dir)
+    steps = f"{first['env_steps'] / 1e6:.{1 if legged else 2}f} M (iteration {first['iteration']})" if first else ""
+    steps = steps or (f"not met in {history[-1]['env_steps'] / 1e6:.1f} M" if legged else "not met")
+    if legged:
+        return [str(seed), steps, *gait_row(args.task, run_dir, args)], first and first["env_steps"]
+    evaluations = [line["eval/mean_return"] for line in history if "eval/mean_return" in line]
+    final = f"{evaluations[-1]:.0f}" if evaluations else "-"
+    return [str(seed), steps, whole_time(args.log_root, name), final], first and first["env_steps"]
+
+
+def report(args: argparse.Namespace) -> str:
+    """A table per symmetry setting that has runs, a row per seed, and how many met the targets."""
     lines = []
     for symmetry in (False, True):
-        names = {seed: run_name(seed, symmetry, algo) for seed in seeds}
-        runs = {seed: find_run(log_root, task, name) for seed, name in names.items()}
-        runs = {seed: run for seed, run in runs.items() if run is not None}
+        names = {seed: run_name(seed, symmetry, args.algo) for seed in args.seeds}
+        runs = {seed: run for seed, name in names.items() if (run := find_run(args.log_root, args.task, name))}
         if not runs:
             continue
         augmented = {augments(run_dir) for run_dir in runs.values()}
         kind = "with symmetry augmentation" if augmented == {True} else "plain" if augmented == {False} else "mixed"
-        title = f"{algo.upper()}, {kind}"
-        lines += [f"**{title}**", "", *(HEADER if legged else RETURN_HEADER)]
-        reached_steps = []
-        for seed, run_dir in runs.items():
-            if legged:
-                row, steps = seed_row(task, seed, run_dir, episodes, device)
-            else:
-                row, steps = return_row(task, seed, run_dir, whole_time(log_root, names[seed]))
-            lines.append(row)
-            reached_steps += [steps] if steps is not None else []
-        met = f"{len(reached_steps)} of {len(runs)} seeds met the targets"
-        median = f"; median {statistics.median(reached_steps) / 1e6:.2f} M env steps" if reached_steps else ""
-        lines += ["", met + median + ".", ""]
+        rows, reached = zip(*(seed_row(args, seed, names[seed], run) for seed, run in runs.items()), strict=True)
+        reached = [steps for steps in reached if steps]
+        median = f"; median {statistics.median(reached) / 1e6:.2f} M env steps" if reached else ""
+        header = ["seed", *(LEGGED if "forward" in profile(args.task).settings() else BY_RETURN)]
+        lines += [f"**{args.algo.upper()}, {kind}**", "", *table(header, list(rows)), ""]
+        lines += [f"{len(reached)} of {len(runs)} seeds met the targets{median}.", ""]
     return "\n".join(lines)
 
 
@@ -226,28 +162,14 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--device", default="cpu", help="where the seeds train and play (cpu, cuda)")
     parser.add_argument("--time-limit-s", type=float, help="stop each seed's training after this long")
-    parser.add_argument(
-        "--train-through", action="store_true", help="train on past the first evaluation that meets the targets"
-    )
+    parser.add_argument("--train-through", action="store_true", help="train on past the first evaluation meeting them")
     parser.add_argument("--poll-s", type=float, default=15.0, help="how often to read the runs' metrics")
     parser.add_argument("--algo", default="ppo", help="the learner (`train --algo`)")
-    args, train_args = parse_with_passthrough(parser)
-    if not args.report_only:
-        for seed in args.seeds:
-            run_dir = train_until_targets(
-                args.task,
-                args.log_root,
-                seed,
-                args.symmetry,
-                args.poll_s,
-                train_args,
-                args.device,
-                args.time_limit_s,
-                args.train_through,
-                args.algo,
-            )
-            print(json.dumps({"seed": seed, "run_dir": str(run_dir)}), flush=True)
-    print(report(args.task, args.log_root, args.seeds, args.episodes, args.device, args.algo))
+    args, extra = parse_with_passthrough(parser)  # the flags after `--` go to `train`
+    for seed in [] if args.report_only else args.seeds:
+        run_dir = train_until_targets(args, seed, extra)
+        print(json.dumps({"seed": seed, "run_dir": str(run_dir)}), flush=True)
+    print(report(args))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from common import train_command
+from mjrl.tools.commands import train_command
 
 
 def time_to_lines(task: str, num_envs: int) -> tuple[float, float, float]:
@@ -31,9 +31,8 @@ def time_to_lines(task: str, num_envs: int) -> tuple[float, float, float]:
         command = train_command(task, "--device", "cpu", "--log-root", log_root)
         command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", "1"]
         start = time.monotonic()
-        proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"PYTHONUNBUFFERED": "1"}
-        )
+        unbuffered = {"PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=unbuffered)
         header = first = float("nan")
         for line in proc.stdout:
             if line.startswith("mjrl "):
@@ -41,7 +40,7 @@ def time_to_lines(task: str, num_envs: int) -> tuple[float, float, float]:
             if line.startswith("it "):
                 first = time.monotonic() - start
         _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         return header, first, usage.ru_maxrss / 1024
 
 
@@ -112,18 +111,11 @@ def main() -> None:
             print(json.dumps({"task": args.task, "num_envs": args.num_envs, **line}))
         return
     time_to_lines(args.task, args.num_envs)  # warm the kernel cache
-    runs = [time_to_lines(args.task, args.num_envs) for _ in range(args.repeats)]
-    print(
-        json.dumps(
-            {
-                "task": args.task,
-                "import_torch_warp_mujoco_warp_s": round(min(import_floor() for _ in range(args.repeats)), 2),
-                "to_header_s": [round(h, 2) for h, _, _ in runs],
-                "to_first_iteration_s": [round(f, 2) for _, f, _ in runs],
-                "peak_rss_mib": [round(m) for _, _, m in runs],
-            }
-        )
-    )
+    header, first, peak = zip(*(time_to_lines(args.task, args.num_envs) for _ in range(args.repeats)), strict=True)
+    floor = min(import_floor() for _ in range(args.repeats))
+    times = {"to_header_s": [round(h, 2) for h in header], "to_first_iteration_s": [round(f, 2) for f in first]}
+    print(json.dumps({"task": args.task, "import_torch_warp_mujoco_warp_s": round(floor, 2), **times,
+                      "peak_rss_mib": [round(m) for m in peak]}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,28 +1,31 @@
-"""Training throughput vs bare MuJoCo-Warp physics, measured in one process.
+"""Training throughput vs bare MuJoCo-Warp physics, measured in one process; or the env alone.
 
     python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256 [1024 ...]] [--iterations 10]
         [--device cuda] [--no-graph] [--precision fp32 bf16] [--compile off all] [--settings bf16:all ...]
         [--cuda-graphs on] [--collectives off forced] [--profile-envs 4096 --profile-out FILE]
+    python scripts/bench_train.py --task Mjrl-Velocity-Flat-Quadruped --num-envs 64 --env-steps 100 \
+        [--physics-steps 300] [--check-buffers 500]
 
 For each number of envs (in one process: the kernels compile once), prints one JSON line: the
-bare physics rate (a loop of `mujoco_warp.step`, `bare_physics_steps_per_s`) and the rate of
-the substep loop mjrl replays instead (`replayed_physics_steps_per_s`, faster than the bare
-loop on the CPU too), both as the env steps/s they would allow (divided by the task's
-decimation: `physics_bare_env_steps_per_s`, `physics_replayed_env_steps_per_s`), the full
-training loop's env steps/s (collection plus PPO update), and peak resident memory. The
-share of the training loop's time the physics takes is `share_of_replayed_physics` (training
-env steps/s over `physics_replayed_env_steps_per_s`): everything else is overhead left to
-remove. (Until 2026-11-28 a field `ratio` divided by the bare loop's rate instead, which read
-2.28 where the share was 0.21.)
+bare physics rate (a loop of `mujoco_warp.step`, `bare_physics_steps_per_s`) and the rate of the
+substep loop mjrl replays instead (`replayed_physics_steps_per_s`), both also as the env steps/s
+they would allow (`physics_bare_env_steps_per_s`, `physics_replayed_env_steps_per_s`: divided by
+the task's decimation), the full training loop's env steps/s (collection plus update), its share
+of the replayed physics (`share_of_replayed_physics`: everything else is overhead; until
+2026-11-28 a field `ratio` divided by the bare loop's rate instead), and peak memory. Each line's
+`learned_sha256` digests what the run logged except its timings: two lines with the same one
+learned bit for bit alike (`--collectives forced` against off, the loop's graphs against eager).
+`--settings PRECISION:COMPILE ...` names the pairs to run instead of every precision with every
+compile mode. `--profile-envs N` then trains a few iterations at N envs under `torch.profiler`
+and writes the operators that take the most host and device time to `--profile-out`.
 
-Each line also carries `learned_sha256`, a digest of what the run logged except its timings:
-two lines with the same one learned bit for bit alike (`--collectives forced` against off,
-the loop's graphs against eager). `--settings PRECISION:COMPILE ...` names the pairs to run
-instead of every precision with every compile mode (each compile mode compiles again at each
-number of envs).
-
-`--profile-envs N` then trains a few iterations at N envs under `torch.profiler` and writes the
-operators that take the most host and device time to `--profile-out`: where that overhead goes.
+`--env-steps N` (formerly bench_quadruped.py) times the env instead of training: N steps of zero
+actions (`VecEnv.step`) beside the bare physics, each the best of three repeats, with the task's
+nconmax and njmax. `--check-buffers STEPS` adds STEPS env steps of random actions (std 1, like an
+untrained policy) with generous buffers, recording at every substep the most contacts in one
+world, the most per world on average (the contact array is shared by all worlds) and the most
+constraint rows in one world: as in training, and with every robot thrown onto the ground in a
+random pose with terminations off (an upper bound).
 """
 
 from __future__ import annotations
@@ -40,46 +43,65 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from common import build_runner, learned_figures, newest_run, read_metrics, train_config
+
+from mjrl.metrics_file import learned_figures, read_metrics
+from mjrl.tools.commands import newest_run
 
 if TYPE_CHECKING:
-    from mjrl.envs import Task
+    from mjrl.envs import Task, VecEnv
     from mjrl.runner.config import TrainConfig
+    from mjrl.runner.runner import Runner
+
+PRECISIONS, COMPILE_MODES = ("fp32", "tf32", "bf16"), ("off", "step", "update", "all")
 
 
-def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
+def physics_rates(task: Task, num_envs: int, steps: int, device: str, repeats: int = 1) -> tuple[float, float]:
     """World-steps/s of (a loop of bare `mujoco_warp.step` calls, mjrl's replayed substep loop;
-    the bare loop's rate again when the task's config does not capture)."""
+    the bare loop's rate again when the task's config does not capture), each the best of
+    `repeats` timings."""
     import mujoco_warp as mjw
     import warp as wp
 
     from mjrl.sim import Simulation  # first: it quiets Warp before mujoco_warp starts it
 
-    spec = task.build(task.env_cfg)
-    sim = Simulation(spec.scene.build()[0], num_envs, device, task.env_cfg.sim)
+    sim = Simulation(task.build(task.env_cfg).scene.build()[0], num_envs, device, task.env_cfg.sim)
+    env_steps = max(1, steps // sim.cfg.decimation)
+
+    def timed(step, count: int) -> float:
+        wp.synchronize_device(sim.wp_device)  # a GPU runs behind the host
+        start = time.perf_counter()
+        for _ in range(count):
+            step()
+        wp.synchronize_device(sim.wp_device)
+        return time.perf_counter() - start
+
     with wp.ScopedDevice(sim.wp_device):
         for _ in range(20):
             mjw.step(sim.model, sim.data)
-        wp.synchronize_device(sim.wp_device)  # a GPU runs behind the host
-        start = time.perf_counter()
-        for _ in range(steps):
-            mjw.step(sim.model, sim.data)
-        wp.synchronize_device(sim.wp_device)
-        bare = steps * num_envs / (time.perf_counter() - start)
-        env_steps = max(1, steps // sim.cfg.decimation)
+        bare = max(steps * num_envs / timed(lambda: mjw.step(sim.model, sim.data), steps) for _ in range(repeats))
         sim.step()  # a first replay of the loop the simulation captured when it was built
-        wp.synchronize_device(sim.wp_device)
-        start = time.perf_counter()
-        for _ in range(env_steps):
-            sim.step()
-        wp.synchronize_device(sim.wp_device)
-    replayed = env_steps * sim.cfg.decimation * num_envs / (time.perf_counter() - start)
+        replayed = max(env_steps * sim.cfg.decimation * num_envs / timed(sim.step, env_steps) for _ in range(repeats))
     return bare, replayed
 
 
-def training_rate(task: Task, cfg: TrainConfig, skip: int) -> tuple[float, float, float, str]:
-    """(env steps/s of the whole loop, median collection s, median learning s per iteration,
-    the digest of what it learned), the first `skip` iterations left out of the rates."""
+def train_config(task: Task, num_envs: int, log_root: str, args: argparse.Namespace, precision: str = "fp32",
+                 compile_: str = "off", iterations: int | None = None) -> TrainConfig:  # fmt: skip
+    """The task's training config for a benchmark: no checkpoints, evaluations or logger."""
+    from mjrl.runner.config import TrainConfig
+
+    defaults = TrainConfig.for_task(task)
+    iterations = iterations or args.iterations + warm_up(args)
+    runner = dataclasses.replace(defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0,
+                                 cuda_graphs=args.cuda_graphs, compile=compile_)  # fmt: skip
+    return dataclasses.replace(
+        defaults, env=dataclasses.replace(task.env_cfg, num_envs=num_envs), runner=runner, device=args.device,
+        policy=dataclasses.replace(defaults.policy, precision=precision), logger="none", log_root=log_root,
+    )  # fmt: skip
+
+
+def training_rate(task: Task, cfg: TrainConfig, skip: int) -> dict:
+    """The whole loop's env steps/s, the median collection and learning s per iteration, and the
+    digest of what it learned; the first `skip` iterations left out of the rates."""
     from mjrl.distributed.context import shutdown_distributed, single_process
     from mjrl.runner.start import train
 
@@ -90,20 +112,34 @@ def training_rate(task: Task, cfg: TrainConfig, skip: int) -> tuple[float, float
     run_dir = newest_run(Path(cfg.log_root), task.name)
     metrics = read_metrics(run_dir)[skip:]
     steps = len(metrics) * cfg.env.num_envs * cfg.runner.num_steps_per_env
-    seconds = sum(m["collection_s"] + m["learning_s"] for m in metrics)
-    median = statistics.median
-    learned = hashlib.sha256(json.dumps(learned_figures(run_dir), sort_keys=True).encode()).hexdigest()
-    collection_s, learning_s = median(m["collection_s"] for m in metrics), median(m["learning_s"] for m in metrics)
-    return steps / seconds, collection_s, learning_s, learned
+    return {
+        "training_env_steps_per_s": steps / sum(m["collection_s"] + m["learning_s"] for m in metrics),
+        "collection_s": statistics.median(m["collection_s"] for m in metrics),
+        "learning_s": statistics.median(m["learning_s"] for m in metrics),
+        "learned_sha256": hashlib.sha256(json.dumps(learned_figures(run_dir), sort_keys=True).encode()).hexdigest(),
+    }
 
 
-def profile(task: Task, num_envs: int, device: str, out: str, iterations: int = 3) -> None:
+def build_runner(task: Task, cfg: TrainConfig) -> Runner:
+    """A runner built by `train`'s own `build_run` (one process, a run directory under
+    `cfg.log_root`), after one rollout and update: kernels compiled, physics captured,
+    allocator warm."""
+    from mjrl.distributed.context import single_process
+    from mjrl.runner.start import build_run
+
+    runner = build_run(task, cfg, single_process(cfg.device))
+    runner.collect()
+    runner.algorithm.update()
+    return runner
+
+
+def profile(task: Task, num_envs: int, args: argparse.Namespace, iterations: int = 3) -> None:
     """Collect and update `iterations` times under torch.profiler (after `build_runner`'s round);
     write the operators with the most self time on the host and on the device."""
     from torch.profiler import ProfilerActivity
 
     with tempfile.TemporaryDirectory() as log_root:
-        runner = build_runner(task, train_config(task, num_envs, iterations, log_root, device))
+        runner = build_runner(task, train_config(task, num_envs, log_root, args, iterations=iterations))
         cuda = runner.env.device.type == "cuda"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with torch.profiler.profile(activities=activities) as prof:
@@ -116,32 +152,134 @@ def profile(task: Task, num_envs: int, device: str, out: str, iterations: int = 
                 torch.cuda.synchronize(runner.env.device)
     averages = prof.key_averages()
     sections = [("self_cpu_time_total", "host")] + ([("self_device_time_total", "device")] if cuda else [])
-    with open(out, "w") as f:
-        f.write(f"# {task.name}, {num_envs} envs, {device}: {iterations} iterations (collect + update)\n")
+    with open(args.profile_out, "w") as f:
+        f.write(f"# {task.name}, {num_envs} envs, {args.device}: {iterations} iterations (collect + update)\n")
         for key, what in sections:
             f.write(f"\n## by self {what} time\n")
             f.write(averages.table(sort_by=key, row_limit=30, max_name_column_width=70))
 
 
 def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
-    """Print the figures of one number of envs as a JSON line per precision of `args.precision`
-    and setting of `args.compile` (the physics measured once)."""
+    """Print the figures of one number of envs as a JSON line per precision and compile mode of
+    `settings` and per collectives setting (the physics measured once)."""
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    physics, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
+    bare, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
+    decimation = task.env_cfg.sim.decimation
     for (precision, compile_), collectives in itertools.product(settings(args), args.collectives):
         with tempfile.TemporaryDirectory() as log_root:
-            cfg = train_config(
-                task, num_envs, args.iterations + warm_up(args), log_root, args.device, args.cuda_graphs,
-                precision, compile_,
-            )  # fmt: skip
-            cfg = dataclasses.replace(cfg, force_collectives=collectives == "forced")
-            rates = training_rate(task, cfg, warm_up(args))
-        report(task, num_envs, args, (precision, compile_, collectives), physics, replayed, *rates)
+            cfg = train_config(task, num_envs, log_root, args, precision, compile_)
+            rates = training_rate(
+                task, dataclasses.replace(cfg, force_collectives=collectives == "forced"), warm_up(args)
+            )
+        trained, collection_s = rates["training_env_steps_per_s"], rates["collection_s"]
+        rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
+        line = {
+            "task": args.task, "device": args.device, "graph": task.env_cfg.sim.graph,
+            "deterministic": task.env_cfg.sim.deterministic, "cuda_graphs": args.cuda_graphs,
+            "forced_collectives": collectives == "forced", "precision": precision, "compile": compile_,
+            "num_envs": num_envs, "bare_physics_steps_per_s": round(bare),
+            "replayed_physics_steps_per_s": round(replayed),
+            # The env-step rates the physics alone would allow: its bare `mujoco_warp.step` loop
+            # and the substep loop mjrl replays (what training steps through).
+            "physics_bare_env_steps_per_s": round(bare / decimation),
+            "physics_replayed_env_steps_per_s": round(replayed / decimation),
+            "training_env_steps_per_s": round(trained),
+            "share_of_replayed_physics": round(trained * decimation / replayed, 3),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # the process's so far
+            "collection_s": round(collection_s, 3), "learning_s": round(rates["learning_s"], 3),
+            "collection_share_of_replayed_physics": round(rollout_steps * decimation / replayed / collection_s, 3),
+            "learned_sha256": rates["learned_sha256"],
+            # torch's allocations on the GPU (Warp's own arrays are not counted)
+            **({"peak_torch_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20)} if cuda else {}),
+        }  # fmt: skip
+        print(json.dumps(line), flush=True)
 
 
-PRECISIONS, COMPILE_MODES = ("fp32", "tf32", "bf16"), ("off", "step", "update", "all")
+def env_rate(task: Task, num_envs: int, steps: int) -> float:
+    """Env steps/s of `VecEnv.step` with zero actions on the CPU, the best of three repeats."""
+    from mjrl.envs import VecEnv
+
+    cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs)
+    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"))
+    actions = torch.zeros(num_envs, env.num_actions)
+    for _ in range(10):
+        env.step(actions)
+    rates = []
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(steps):
+            env.step(actions)
+        rates.append(steps * num_envs / (time.perf_counter() - start))
+    return max(rates)
+
+
+def buffer_use(task: Task, num_envs: int, steps: int, tumble: bool) -> dict:
+    """Peak contacts and constraint rows over `steps` env steps of random actions on the CPU.
+    With `tumble`, every robot starts thrown (`throw`) and nothing ends an episode, so robots lie
+    and thrash on the ground: an upper bound for training."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from mjrl.envs import VecEnv
+
+    # Generous buffers: nothing overflows. No captured graph: its replay would skip the
+    # `_substeps` replaced below, leaving every peak at 0.
+    sim_cfg = dataclasses.replace(task.env_cfg.sim, nconmax=64, njmax=256, graph=False)
+    cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs, sim=sim_cfg)
+    spec = task.build(cfg)
+    if tumble:
+        cfg = dataclasses.replace(cfg, random_initial_episode_length=False, episode_length_s=steps)
+        spec = dataclasses.replace(spec, terminations={})
+    env, generator = VecEnv(cfg, spec, torch.device("cpu")), torch.Generator().manual_seed(0)
+    if tumble:
+        throw(env, generator)
+    data = env.sim.data
+    worldid, nacon, nefc = wp.to_torch(data.contact.worldid), wp.to_torch(data.nacon), wp.to_torch(data.nefc)
+    peak = torch.zeros(3, dtype=torch.long)  # per-world contacts, total contacts, per-world rows
+
+    def substeps_with_stats() -> None:
+        # Replaces Simulation._substeps on this instance only, to look at every substep.
+        for _ in range(env.sim.cfg.decimation):
+            mjw.step(env.sim.model, env.sim.data)
+            valid = worldid[: int(nacon[0])].long()
+            per_world = torch.bincount(valid, minlength=num_envs).max() if valid.numel() else torch.tensor(0)
+            peak.copy_(torch.maximum(peak, torch.stack([per_world, nacon[0].long(), nefc.max().long()])))
+
+    env.sim._substeps = substeps_with_stats
+    for _ in range(steps):
+        env.step(torch.randn(num_envs, env.num_actions, generator=generator))
+    per_world, total, rows = peak.tolist()
+    overflow = int(wp.to_torch(data.overflow).max())
+    return {"max_contacts_in_a_world": per_world, "max_contacts_per_world_on_average": round(total / num_envs, 2),
+            "max_constraint_rows_in_a_world": rows, "overflow_flags": overflow}  # fmt: skip
+
+
+def throw(env: VecEnv, generator: torch.Generator) -> None:
+    """Every robot 0.065 m above its home height (0.35 m for the Go1 on flat ground), in a random
+    orientation and a random joint pose within the limits."""
+    n, sim = env.num_envs, env.sim
+    quat = torch.randn(n, 4, generator=generator)
+    low, high = env.robot.joint_lower, env.robot.joint_upper
+    sim.qpos[:, 2] += 0.065
+    sim.qpos[:, 3:7] = quat / quat.norm(dim=1, keepdim=True)
+    sim.qpos[:, 7:] = low + (high - low) * torch.rand(n, low.shape[0], generator=generator)
+    sim.qvel.copy_(torch.randn(n, sim.qvel.shape[1], generator=generator))
+
+
+def measure_env(task: Task, num_envs: int, args: argparse.Namespace) -> None:
+    """Print the bare physics and the env's rate (and with `--check-buffers` its buffers' peaks)."""
+    sim = task.env_cfg.sim
+    line = {"task": args.task, "num_envs": num_envs, "nconmax": sim.nconmax, "njmax": sim.njmax,
+            "decimation": sim.decimation}  # fmt: skip
+    line["bare_physics_steps_per_s"] = round(physics_rates(task, num_envs, args.physics_steps, "cpu", 3)[0])
+    line["env_steps_per_s"] = round(env_rate(task, num_envs, args.env_steps or 100))
+    for tumble in (False, True) if args.check_buffers else ():
+        line["buffers_random_actions" + ("_tumbling" if tumble else "")] = buffer_use(
+            task, num_envs, args.check_buffers, tumble
+        )
+    print(json.dumps(line), flush=True)
 
 
 def setting_pair(text: str) -> tuple[str, str]:
@@ -154,67 +292,13 @@ def setting_pair(text: str) -> tuple[str, str]:
 
 def settings(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(precision, compile mode) pairs: `--settings`, else every precision with every mode."""
-    if args.settings:
-        return args.settings
-    return [(precision, compile_) for precision in args.precision for compile_ in args.compile]
+    return args.settings or list(itertools.product(args.precision, args.compile))
 
 
 def warm_up(args: argparse.Namespace) -> int:
     """Iterations left out of the rates: the first (warm-up) and, with the loop's graphs, the
     second (their capture)."""
     return 1 if args.cuda_graphs == "off" else 2
-
-
-def report(
-    task: Task,
-    num_envs: int,
-    args: argparse.Namespace,
-    setting: tuple[str, str, str],
-    physics: float,
-    replayed: float,
-    trained: float,
-    collection_s: float,
-    learning_s: float,
-    learned: str,
-) -> None:
-    """Print one measurement as a JSON line."""
-    cuda = args.device.startswith("cuda")
-    ceiling = physics / task.env_cfg.sim.decimation
-    replayed_ceiling = replayed / task.env_cfg.sim.decimation
-    rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the process's so far
-    # torch's allocations on the GPU (Warp's own arrays are not counted)
-    gpu = {"peak_torch_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20)} if cuda else {}
-    print(
-        json.dumps(
-            {
-                "task": args.task,
-                "device": args.device,
-                "graph": task.env_cfg.sim.graph,
-                "deterministic": task.env_cfg.sim.deterministic,
-                "cuda_graphs": args.cuda_graphs,
-                "forced_collectives": setting[2] == "forced",
-                "precision": setting[0],
-                "compile": setting[1],
-                "num_envs": num_envs,
-                "bare_physics_steps_per_s": round(physics),
-                "replayed_physics_steps_per_s": round(replayed),
-                # The env-step rates the physics alone would allow: its bare `mujoco_warp.step`
-                # loop and the substep loop mjrl replays (what training steps through).
-                "physics_bare_env_steps_per_s": round(ceiling),
-                "physics_replayed_env_steps_per_s": round(replayed_ceiling),
-                "training_env_steps_per_s": round(trained),
-                "share_of_replayed_physics": round(trained / replayed_ceiling, 3),
-                "peak_rss_mb": round(peak_mb),
-                "collection_s": round(collection_s, 3),
-                "learning_s": round(learning_s, 3),
-                "collection_share_of_replayed_physics": round(rollout_steps / replayed_ceiling / collection_s, 3),
-                "learned_sha256": learned,
-                **gpu,
-            }
-        ),
-        flush=True,
-    )
 
 
 def main() -> None:
@@ -225,26 +309,18 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, nargs="+", default=[256])
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--physics-steps", type=int, default=500)
+    parser.add_argument("--env-steps", type=int, default=0, help="time this many env steps instead of training")
+    parser.add_argument("--check-buffers", type=int, default=0, metavar="STEPS", help="and the buffers' peaks")
     parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:0)")
     parser.add_argument("--no-graph", action="store_true", help="launch every kernel (`--env.sim.graph False`)")
-    parser.add_argument(
-        "--cuda-graphs", default="off", choices=("off", "on", "auto"), help="`--runner.cuda-graphs`: the loop as graphs"
-    )
-    parser.add_argument(
-        "--deterministic", action="store_true", help="mujoco_warp's deterministic mode (`--env.sim.deterministic True`)"
-    )
-    parser.add_argument(
-        "--precision", nargs="+", default=["fp32"], choices=PRECISIONS, help="`--policy.precision`, each"
-    )
+    parser.add_argument("--cuda-graphs", default="off", choices=("off", "on", "auto"), help="the loop as graphs")
+    parser.add_argument("--deterministic", action="store_true", help="`--env.sim.deterministic True`")
+    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=PRECISIONS, help="`--policy.precision`")
     parser.add_argument("--compile", nargs="+", default=["off"], choices=COMPILE_MODES, help="as --runner.compile")
-    parser.add_argument(
-        "--settings", nargs="+", default=[], type=setting_pair, help="PRECISION:COMPILE pairs, instead of every pair"
-    )
-    parser.add_argument(
-        "--collectives", nargs="+", default=["off"], choices=("off", "forced"),
-        help="forced: `--force-collectives True`, the one process issues its collectives; each",
-    )  # fmt: skip
+    parser.add_argument("--settings", nargs="+", default=[], type=setting_pair, help="PRECISION:COMPILE pairs")
+    parser.add_argument("--collectives", nargs="+", default=["off"], choices=("off", "forced"),
+                        help="forced: `--force-collectives True`, the one process issues its collectives")  # fmt: skip
     parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")
     parser.add_argument("--profile-out", default="profile.txt")
     args = parser.parse_args()
@@ -253,9 +329,9 @@ def main() -> None:
     sim = dataclasses.replace(task.env_cfg.sim, graph=not args.no_graph, deterministic=args.deterministic)
     task = dataclasses.replace(task, env_cfg=dataclasses.replace(task.env_cfg, sim=sim))
     for num_envs in args.num_envs:
-        measure(task, num_envs, args)
+        (measure_env if args.env_steps or args.check_buffers else measure)(task, num_envs, args)
     if args.profile_envs:
-        profile(task, args.profile_envs, args.device, args.profile_out)
+        profile(task, args.profile_envs, args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, TINY_CPU_RUN, learned_figures, newest_run, parse_with_passthrough
+from common import ROOT, TINY_CPU_RUN, parse_with_passthrough
+
+from mjrl.metrics_file import learned_figures
+from mjrl.tools.commands import newest_run
 
 TASKS = (
     "Mjrl-Cartpole-Balance",
@@ -39,8 +42,6 @@ TASKS = (
 )
 STUDENT_SUFFIX = "-Student"
 SMALL = [*TINY_CPU_RUN, "--runner.eval-interval", "0", "--seed", "1"]
-
-
 PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "src", "tasks", "configs")
 """What pip needs to build mjrl: the checkout's copy is built, never the checkout itself (a
 build in place writes build/ and src/mjrl.egg-info, which another build running beside it, as
@@ -49,8 +50,7 @@ the suite's packaging test may, would share)."""
 
 def install(ref: str, work: Path) -> Path:
     """A folder holding mjrl as of `ref` (installed without dependencies), for PYTHONPATH."""
-    site = work / f"site-{ref.replace('/', '_')}"
-    source = work / f"src-{ref.replace('/', '_')}"
+    site, source = (work / f"{kind}-{ref.replace('/', '_')}" for kind in ("site", "src"))
     if ref == "worktree":
         source.mkdir(parents=True)
         for name in PACKAGE_FILES:
@@ -91,6 +91,7 @@ def runs(site: Path, task: str, iterations: int, extra: list[str]) -> list[dict]
 
 
 def first_difference(a: list[dict], b: list[dict]) -> str | None:
+    """The first figure, in iteration order then by name, that differs; None if none does."""
     if len(a) != len(b):
         return f"{len(a)} against {len(b)} iterations"
     for row_a, row_b in zip(a, b, strict=True):

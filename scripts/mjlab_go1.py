@@ -1,18 +1,14 @@
 """Export mjlab's own Unitree Go1 as an MJCF and a partial mjrl config, so that mjrl trains the
-very robot that mjlab's task `Mjlab-Velocity-Flat-Unitree-Go1` simulates (a like-for-like GPU
-benchmark of the two).
+very robot mjlab's task `Mjlab-Velocity-Flat-Unitree-Go1` simulates (a like-for-like benchmark).
 
     /path/to/mjlab-venv/bin/python scripts/mjlab_go1.py --out DIR
     train Mjrl-Velocity-Flat-Quadruped --config DIR/robot.yaml
 
-Runs in mjlab's Python environment (mjlab, mujoco and the standard library only; mjrl is not
-imported). The robot is mjlab's `Entity(get_go1_robot_cfg()).spec`: its actuators (kp, kd,
-effort limits, armature) and its FULL_COLLISION geom settings, as mjlab builds them. Added to it
-is what mjlab keeps in Python and mjrl reads from the MJCF: the keyframe `home` (mjlab's
-INIT_STATE, which the Entity writes as `init_state`) and the physics options of mjlab's flat Go1
-task in <option>. It has no floor: mjrl composes its own terrain in.
-
-Writes DIR/go1_mjlab.xml (meshdir absolute, so it loads from anywhere) and DIR/robot.yaml.
+Runs in mjlab's Python environment (mjlab, mujoco and the standard library; not mjrl). The robot
+is mjlab's `Entity(get_go1_robot_cfg()).spec` (its actuators and FULL_COLLISION geoms), with
+what mjlab keeps in Python and mjrl reads from the MJCF added: the keyframe `home` (mjlab's
+INIT_STATE) and the flat task's physics options in <option>. No floor: mjrl composes its own.
+Writes DIR/go1_mjlab.xml (meshdir absolute: it loads from anywhere) and DIR/robot.yaml.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ from mjrl.envs import VecEnv
 from mjrl.rl.config import AgentConfig, SymmetryConfig
 from mjrl.tasks import load_task
 
+# PPO's settings that rsl_rl names as mjrl does.
+SAME_NAMES = ("num_learning_epochs", "num_mini_batches", "learning_rate", "schedule", "gamma", "lam", "entropy_coef",
+              "desired_kl", "max_grad_norm", "value_loss_coef", "clip_param")  # fmt: skip
+
 
 class MjrlAsRslEnv(RslVecEnv):
     """mjrl's `VecEnv` behind rsl_rl's env interface (observation groups "actor" and "critic")."""
@@ -95,13 +99,8 @@ def rsl_rl_config(agent: AgentConfig, seed: int, env: VecEnv) -> dict:
         }
 
     def model(hidden: tuple[int, ...], distribution: dict | None) -> dict:
-        return {
-            "class_name": "MLPModel",
-            "hidden_dims": list(hidden),
-            "activation": policy.activation,
-            "obs_normalization": policy.normalize_observations,
-            "distribution_cfg": distribution,
-        }
+        return {"class_name": "MLPModel", "hidden_dims": list(hidden), "activation": policy.activation,
+                "obs_normalization": policy.normalize_observations, "distribution_cfg": distribution}  # fmt: skip
 
     gaussian = {"class_name": "GaussianDistribution", "init_std": policy.init_noise_std, "std_type": "scalar"}
     return {
@@ -113,18 +112,8 @@ def rsl_rl_config(agent: AgentConfig, seed: int, env: VecEnv) -> dict:
         "critic": model(policy.critic_hidden_dims, None),
         "algorithm": {
             "class_name": "PPO",
-            "num_learning_epochs": algorithm.num_learning_epochs,
-            "num_mini_batches": algorithm.num_mini_batches,
-            "learning_rate": algorithm.learning_rate,
-            "schedule": algorithm.schedule,
-            "gamma": algorithm.gamma,
-            "lam": algorithm.lam,
-            "entropy_coef": algorithm.entropy_coef,
-            "desired_kl": algorithm.desired_kl,
-            "max_grad_norm": algorithm.max_grad_norm,
-            "value_loss_coef": algorithm.value_loss_coef,
+            **{name: getattr(algorithm, name) for name in SAME_NAMES},
             "use_clipped_value_loss": algorithm.value_clip_param > 0,
-            "clip_param": algorithm.clip_param,
             "symmetry_cfg": symmetry_cfg,
         },
     }
@@ -176,12 +165,8 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=0, help="0: the task's default")
     parser.add_argument("--iterations", type=int, default=0, help="0: the task's max_iterations")
     parser.add_argument("--torch-threads", type=int, default=1)
-    parser.add_argument(
-        "--symmetry",
-        choices=["task", "on", "off"],
-        default="task",
-        help="rsl_rl's symmetry augmentation (from the task's mirrors): as the task's config says, or on, or off",
-    )
+    parser.add_argument("--symmetry", choices=["task", "on", "off"], default="task",
+                        help="rsl_rl's symmetry augmentation (the task's mirrors): as configured, on, off")  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="a directory; metrics.jsonl goes inside")
     args = parser.parse_args()
     torch.set_num_threads(args.torch_threads)
@@ -190,23 +175,24 @@ def main() -> None:
     task = load_task(args.task)
     env_cfg = task.env_cfg if not args.num_envs else dataclasses.replace(task.env_cfg, num_envs=args.num_envs)
     env = VecEnv(env_cfg, task.build(env_cfg), torch.device("cpu"), seed=args.seed)
-    rsl_env = MjrlAsRslEnv(env)
     agent = task.agent_cfg
     if args.symmetry != "task":  # the task's symmetry setting, or augmentation on or off
         agent = agent.replace(symmetry=SymmetryConfig(augment=args.symmetry == "on"))
     if agent.algorithm.symmetry.enabled and env.mirrors is None:
         parser.error(f"{args.task} declares no mirrors")
     cfg = rsl_rl_config(agent, args.seed, env)
+    args.out.mkdir(parents=True, exist_ok=True)
+    learn(env, cfg, args.iterations or task.agent_cfg.runner.max_iterations, args.out / "metrics.jsonl")
+
+
+def learn(env: VecEnv, cfg: dict, iterations: int, metrics: Path) -> None:
+    """The loop of rsl_rl's OnPolicyRunner.learn, with mjrl's metrics written each iteration."""
+    rsl_env = MjrlAsRslEnv(env)
     alg = RslPPO.construct_algorithm(rsl_env.get_observations(), rsl_env, cfg, "cpu")
     trace = record_update_trace(alg)
-    iterations = args.iterations or task.agent_cfg.runner.max_iterations
-    args.out.mkdir(parents=True, exist_ok=True)
-    env_steps, wall_s = 0, 0.0
-
-    # The loop of rsl_rl's OnPolicyRunner.learn, with mjrl's metrics written each iteration.
-    obs = rsl_env.get_observations()
+    env_steps, wall_s, obs = 0, 0.0, rsl_env.get_observations()
     alg.train_mode()
-    with (args.out / "metrics.jsonl").open("w") as out:
+    with metrics.open("w") as out:
         for iteration in range(iterations):
             start = time.perf_counter()
             with torch.inference_mode():
@@ -225,11 +211,8 @@ def main() -> None:
             line |= {"value_loss": losses["value"], "surrogate_loss": losses["surrogate"], "entropy": losses["entropy"]}
             out.write(json.dumps(line) + "\n")
             out.flush()
-            print(
-                f"it {iteration:5d} | return {line['mean_episode_return']:9.2f} | kl {line['mean_kl']:.4f} "
-                f"| lr {line['mean_learning_rate']:.1e}",
-                flush=True,
-            )
+            ret, kl, lr = line["mean_episode_return"], line["mean_kl"], line["mean_learning_rate"]
+            print(f"it {iteration:5d} | return {ret:9.2f} | kl {kl:.4f} | lr {lr:.1e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The chaos soak's short version: a 2-rank job killed and preempted, each for real, then
-checked (`scripts/bench_chaos.py`, whose 20-minute run is a benchmark), for PPO and for SAC
+checked (`scripts/bench_faults.py --soak`, whose 20-minute run is a benchmark), for PPO and for SAC
 (whose checkpoints carry its replay ring). PPO's soak also runs the fault-free twin it compares
 its disk use with; SAC's does without (`--no-twin`, 15-20 s less): its run directory is checked
 directly, as both are, for stray files and checkpoints off the save interval or missing."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_chaos.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_faults.py"
 SEQUENCE = {"ppo": ["kill", "preempt"], "sac": ["preempt"]}
 TWIN = {"ppo": [], "sac": ["--no-twin"]}
 """SAC is preempted only: a restart after a kill resumes through the same checkpoint code as a
@@ -27,7 +27,7 @@ def test_a_job_killed_and_preempted_loses_no_iteration_and_still_plays(tmp_path,
     # A stopped (hung) rank, the soak's third fault, is left to the soak itself and to
     # test_faults.py's watchdog test: here it cost 20 s of the suite's budget for no other check.
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--log-root", str(tmp_path), "--sequence", *SEQUENCE[algo],
+        [sys.executable, str(SCRIPT), "--soak", "--log-root", str(tmp_path), "--sequence", *SEQUENCE[algo],
          "--gap-s", "1", "2", "--save-interval", "10", "--algo", algo, *TWIN[algo]],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -59,11 +59,11 @@ def test_a_job_killed_and_preempted_loses_no_iteration_and_still_plays(tmp_path,
 
 
 def test_the_soaks_direct_checks_find_stray_files_and_know_the_save_schedule(monkeypatch, tmp_path):
-    """What `bench_chaos.check` reads without a twin: a file no run writes (here a save's
+    """What `bench_faults.check` reads without a twin: a file no run writes (here a save's
     temporary, left by a rank killed mid-save, and a core dump) is a stray; a run saves at each
     multiple of the interval below its last iteration, and at its last."""
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    from bench_chaos import scheduled_checkpoints, strays
+    from bench_faults import scheduled_checkpoints, strays
 
     assert scheduled_checkpoints(25, 10) == {"model_000010.pt", "model_000020.pt", "model_000025.pt"}
     assert scheduled_checkpoints(20, 10) == {"model_000010.pt", "model_000020.pt"}

@@ -28,7 +28,7 @@ OTHER_ENVS = {"rsl_rl_reference", "mjlab_go1"}
 
 def test_every_benchmark_script_imports() -> None:
     names = sorted(p.stem for p in SCRIPTS.glob("*.py") if p.stem not in OTHER_ENVS)
-    assert {"common", "bench_seeds", "bench_terrain"} <= set(names)
+    assert {"common", "bench_seeds", "bench_locomotion"} <= set(names)
     # One interpreter imports them all, each on its own so one failure does not hide the next.
     code = (
         "import importlib, sys, traceback\n"
@@ -63,9 +63,8 @@ def test_scripts_share_helpers_through_common_only() -> None:
     assert imports <= allowed, f"scripts importing other scripts: {sorted(imports - allowed)}"
 
 
-def test_commands_run_the_environments_own_train_and_play(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    from common import last_json_line, newest_run, play_command, train_command
+def test_commands_run_the_environments_own_train_and_play(tmp_path: Path) -> None:
+    from mjrl.tools.commands import last_json_line, newest_run, play_command, train_command
 
     bin_dir = str(Path(sys.executable).parent)
     command = train_command("Mjrl-Cartpole-Balance", "--device", "cpu", "--log-root", str(tmp_path))
@@ -100,11 +99,9 @@ def test_the_flags_after_a_double_dash_are_passed_on_untouched(monkeypatch) -> N
     assert parse_with_passthrough(parser)[1] == []
 
 
-def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names(monkeypatch) -> None:
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    from common import HUMANOID, PROFILES
-
+def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names() -> None:
     from mjrl.cli.train import parse_train_args
+    from mjrl.tools.targets import HUMANOID, PROFILES
 
     settings = PROFILES[HUMANOID].settings()
     assert list(settings) == ["forward", "forward, no pushes", "full", "zero"]
@@ -246,13 +243,13 @@ def json_lines(output: str) -> list[dict]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-def test_bench_quadruped_reports_its_rates_and_counts_contacts_at_every_substep() -> None:
-    """`bench_quadruped.py` (its default rates, and `--check-buffers` in the same process): both
-    rates are measured, the buffers are the task's, and the buffer check sees the robots' feet on
-    the ground. It once saw none: the physics replayed as a captured graph skipped the substeps it
-    counts in, leaving every peak at 0."""
-    out = run_script("bench_quadruped", "--num-envs", "4", "--physics-steps", "2", "--env-steps", "2",
-                     "--check-buffers", "20").stdout  # fmt: skip
+def test_bench_train_times_the_quadrupeds_env_and_counts_contacts_at_every_substep() -> None:
+    """`bench_train.py --env-steps` (formerly bench_quadruped.py; its rates, and `--check-buffers`
+    in the same process): both rates are measured, the buffers are the task's, and the buffer
+    check sees the robots' feet on the ground. It once saw none: the physics replayed as a
+    captured graph skipped the substeps it counts in, leaving every peak at 0."""
+    out = run_script("bench_train", "--task", "Mjrl-Velocity-Flat-Quadruped", "--num-envs", "4", "--physics-steps",
+                     "2", "--env-steps", "2", "--check-buffers", "20").stdout  # fmt: skip
     (result,) = json_lines(out)
     from mjrl.tasks import load_task
 
@@ -345,17 +342,14 @@ def report_rows(out: str) -> dict[tuple[str, str], list[str]]:
 
 
 @pytest.mark.heavy
-def test_bench_locomotion_reports_each_command_setting_and_teaches_bench_distillations_student(
-    monkeypatch, tmp_path
-) -> None:
-    """Both default modes, tiny (issue 61), `bench_locomotion`'s run the teacher of
-    `bench_distillation`'s student. The locomotion report has each policy under each command
-    setting of the robot's profile and judges each target on the figure its table gives; the
-    distillation report plays the teacher as the locomotion report did (the same figures), and the
-    student's ONNX sidecar names no base velocity. Both play 1 s episodes, which their reports name;
-    `--no-write` leaves docs/benchmarks.md as it is."""
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    from common import GO1, QUADRUPED_PROFILE
+def test_bench_locomotion_reports_each_command_setting_and_teaches_a_student_from_its_run(tmp_path) -> None:
+    """Both default modes of `bench_locomotion`, tiny (issue 61): a robot's run, then the student
+    `--teacher` distils from it (formerly bench_distillation.py). The locomotion report has each
+    policy under each command setting of the robot's profile and judges each target on the figure
+    its table gives; the student's report plays the teacher as the locomotion report did (the same
+    figures), judges the student on its own targets, and its ONNX sidecar names no base velocity.
+    Both play 1 s episodes, which their reports name; `--no-write` leaves docs/benchmarks.md as it is."""
+    from mjrl.tools.targets import GO1, PROFILES, QUADRUPED_PROFILE, STUDENT
 
     doc = (SCRIPTS.parent / "docs" / "benchmarks.md").read_text()
     # No periodic evaluation: 20 s episodes, 4-6 s of each training, and a tiny run meets no target.
@@ -369,19 +363,14 @@ def test_bench_locomotion_reports_each_command_setting_and_teaches_bench_distill
     settings = list(QUADRUPED_PROFILE.settings())
     assert settings == ["forward", "full"]
     assert list(rows) == [(policy, cmds) for policy in ("trained", "zero actions") for cmds in settings]
-    columns = {"mean_lin_vel_error": 0, "mean_yaw_rate_error": 1}  # the table's columns, as the checks print them
-    for cmds, figure, low, high in QUADRUPED_PROFILE.targets:
-        (check,) = [line for line in loco.splitlines() if line.startswith(f"- {cmds} commands, {figure} ")]
-        value = float(check.split(": ")[1].split()[0])
-        assert check.endswith("**met**" if low <= value <= high else "**not met**"), check
-        if figure in columns:
-            assert check.split(": ")[1].split()[0] == rows["trained", cmds][columns[figure]], check
+    assert_checks_judge_the_table(loco, QUADRUPED_PROFILE.targets, rows, "trained")
     assert all((teacher / f"locomotion_cpu_{x}.png").stat().st_size > 0 for x in ("env_steps", "wall_s"))
 
-    distill = run_script("bench_distillation", "--teacher", str(teacher), "--log-root", str(tmp_path), "--iterations",
+    distill = run_script("bench_locomotion", "--teacher", str(teacher), "--log-root", str(tmp_path), "--iterations",
                          "2", *quick, "--", *tiny).stdout  # fmt: skip
-    (student,) = (tmp_path / "Mjrl-Velocity-Flat-Quadruped-Student").iterdir()
-    assert f"student `{student}` after 2 iterations" in distill and "--episodes 2 --env.episode-length-s 1`" in distill
+    (student,) = (tmp_path / STUDENT).iterdir()
+    assert f"`{STUDENT}`, run `{student.name}`, 2 iterations" in distill and f"Teacher `{teacher}`." in distill
+    assert "--episodes 2 --env.episode-length-s 1`" in distill
     figures = report_rows(distill)
     assert list(figures) == [(policy, cmds) for policy in ("teacher", "student") for cmds in settings]
     for cmds in settings:  # the planar and yaw-rate errors, each printed to 3 decimals by both
@@ -389,12 +378,24 @@ def test_bench_locomotion_reports_each_command_setting_and_teaches_bench_distill
     (inputs,) = [line for line in distill.splitlines() if line.startswith("Its ONNX model reads ")]
     terms = inputs.split(": ", 1)[1].split("; ")[0].split(", ")
     assert "base_lin_vel" not in terms and "base_ang_vel" in terms and inputs.endswith("; no base linear velocity.")
+    assert_checks_judge_the_table(distill, PROFILES[STUDENT].targets, figures, "student")
     forward = figures["student", "forward"]
-    meets = float(forward[0]) <= 0.25 and float(forward[2]) == 0.0  # forward planar error, early terminations
-    assert json_lines(distill)[-1] == {"student_meets_targets": meets}
-    assert f"The student {'meets' if meets else 'misses'} the targets" in distill
-    assert (student / "distillation_cpu.png").stat().st_size > 0
+    meets = float(forward[0]) <= 0.25 and forward[2] == "0.0%"  # forward planar error, early terminations
+    assert json_lines(distill)[-1] == {"targets_met": meets}
+    assert (student / "distillation_cpu_env_steps.png").stat().st_size > 0
     assert (SCRIPTS.parent / "docs" / "benchmarks.md").read_text() == doc
+
+
+def assert_checks_judge_the_table(out: str, targets, rows: dict, judged: str) -> None:
+    """Each target's check line says met exactly when its figure is within bounds, and gives the
+    figure the table gives (planar error, yaw-rate error: the table's first columns)."""
+    columns = {"mean_lin_vel_error": 0, "mean_yaw_rate_error": 1}
+    for cmds, figure, low, high in targets:
+        (check,) = [line for line in out.splitlines() if line.startswith(f"- {cmds} commands, {figure} ")]
+        value = float(check.split(": ")[1].split()[0])
+        assert check.endswith("**met**" if low <= value <= high else "**not met**"), check
+        if figure in columns:
+            assert check.split(": ")[1].split()[0] == rows[judged, cmds][columns[figure]], check
 
 
 def test_bench_distributed_reports_one_rank_against_two() -> None:
