@@ -105,7 +105,7 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 TASKS = ["Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped",
          "Mjrl-Velocity-Rough-Quadruped", "Mjrl-Velocity-Flat-Humanoid",
-         "Mjrl-Velocity-Flat-Quadruped-Student"]  # fmt: skip
+         "Mjrl-Velocity-Flat-Quadruped-Student", "Mjrl-Cartpole-Balance-Positions"]  # fmt: skip
 # On a GPU, two runs of a task with contacts differ from their first step, graphs or not:
 # mujoco_warp orders contacts by an atomic counter, and its deterministic mode does not sort them
 # yet (4.0.0; H100, 2026-11-27). The cart-poles, without contacts, are bit-identical there, so the

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -165,17 +167,20 @@ def test_export_errors_are_one_line(train_once, tmp_path, capsys):
         assert err.startswith("mjrl export: error: ") and err.count("\n") == 1 and needle in err, err
 
 
-def test_older_sidecars_read_as_version_5():
+def test_older_sidecars_read_as_version_6():
     sidecar = Sidecar(
         format="onnx", model_file="policy.onnx", input_name="obs", output_name="actions", observation_size=3,
         observation_terms=(ExportedTerm("joint_pos", 0, 3),), action_size=3, action_joints=("a", "b", "c"),
         action_scale=(0.5, 0.5, 0.5), action_clip=1.0, action_offset=(0.0, 0.1, 0.2), actions_scaled=False,
-        target_feedforward=None, reference_inputs=None, action_squash=None, control_period_s=0.02,
+        target_feedforward=None, reference_inputs=None, action_squash=None, recurrent_state=None,
+        control_period_s=0.02,
         physics_timestep_s=0.005,
         decimation=4, task="T", run_dir="r", checkpoint="c", iteration=1, env_steps=2,
     )  # fmt: skip
-    version_4 = {k: v for k, v in json.loads(sidecar.to_json()).items() if k != "action_squash"}
-    version_4["schema"] = "mjrl-policy/4"
+    version_5 = {k: v for k, v in json.loads(sidecar.to_json()).items() if k != "recurrent_state"}
+    version_5["schema"] = "mjrl-policy/5"
+    assert Sidecar.from_json(json.dumps(version_5)) == sidecar
+    version_4 = {k: v for k, v in version_5.items() if k != "action_squash"} | {"schema": "mjrl-policy/4"}
     assert Sidecar.from_json(json.dumps(version_4)) == sidecar
     version_3 = {k: v for k, v in version_4.items() if k != "reference_inputs"} | {"schema": "mjrl-policy/3"}
     assert Sidecar.from_json(json.dumps(version_3)) == sidecar
@@ -183,9 +188,9 @@ def test_older_sidecars_read_as_version_5():
     assert Sidecar.from_json(json.dumps(version_2)) == sidecar
     old = version_2 | {"schema": "mjrl-policy/1", "action_scale": 0.5}
     assert Sidecar.from_json(json.dumps(old)) == sidecar
-    with pytest.raises(UsageError, match="not an mjrl-policy/5 sidecar"):
+    with pytest.raises(UsageError, match="not an mjrl-policy/6 sidecar"):
         Sidecar.from_json(json.dumps(old | {"schema": "other/1"}))
-    with pytest.raises(UsageError, match="malformed mjrl-policy/5 sidecar"):
+    with pytest.raises(UsageError, match="malformed mjrl-policy/6 sidecar"):
         Sidecar.from_json(json.dumps({k: v for k, v in old.items() if k != "action_offset"}))
 
 
@@ -259,3 +264,50 @@ def test_play_runs_a_pt2_export_as_it_plays_the_checkpoint_and_refuses_what_it_c
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr[-500:])
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert not (tmp_path / "v.mp4").exists()
+
+
+EXPORT_DOCS = Path(__file__).parent.parent / "docs" / "export.md"
+RUNTIME_LOOP = re.search(r"<!-- runtime loop -->\n```python\n(.*?)```", EXPORT_DOCS.read_text(), re.S).group(1)
+
+
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+def test_the_docs_runtime_loop_carries_a_recurrent_state_as_play_does(rnn_type, tmp_path):
+    """docs/export.md's ONNX Runtime loop, which carries the state and zeroes it where an
+    episode begins, against the checkpoint's policy as play runs it, over 1,000 steps of 8
+    robots whose 1 s episodes end 50 times each; pt2 as `play --exported` runs it, the same."""
+    from mjrl.tools.export import ExportedPolicy, export_policy
+
+    task_name = "Mjrl-Cartpole-Balance-Positions"
+    result = run_main(
+        "train", task_name, *TINY_RUN[:2], "--logger", "none", "--log-root", str(tmp_path), "--env.num-envs", "8",
+        "--runner.num-steps-per-env", "8", "--algorithm.num-mini-batches", "2", "--runner.max-iterations", "1",
+        "--policy.rnn-type", rnn_type, "--policy.rnn-hidden-size", "16", "--policy.rnn-num-layers", "2",
+        "--export", "onnx",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = Path(last_json(result.stdout)["run_dir"])
+    task = load_task(task_name)
+    path, state = load_newest_checkpoint(run_dir)
+    env_cfg = dataclasses.replace(trained_env_config(task, state).for_evaluation(8), episode_length_s=1.0)
+    env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
+    source = {"task": task_name, "run_dir": run_dir, "checkpoint": path, "iteration": 1, "env_steps": 0}
+    pt2 = ExportedPolicy(export_policy(env, policy, "pt2", tmp_path / "policy.pt2", source)[0], torch.device("cpu"))
+    sidecar = json.loads((run_dir / "exported" / "policy.onnx.json").read_text())
+    parts = ["h", "c"] if rnn_type == "lstm" else ["h"]
+    assert sidecar["recurrent_state"]["inputs"] == [f"{p}_in" for p in parts]
+    assert sidecar["recurrent_state"]["shape"] == [2, "robots", 16]
+
+    namespace: dict = {}
+    exec(RUNTIME_LOOP, namespace)
+    runtime = namespace["RecurrentRuntime"](str(run_dir / "exported" / "policy.onnx"), 8)
+    obs, begins, ends, worst = env.obs["actor"], np.ones(8, dtype=bool), 0, {"onnx": 0.0, "pt2": 0.0}
+    for _ in range(1000):
+        expected = policy.act_deterministic(obs)
+        worst["onnx"] = max(worst["onnx"], float(np.abs(runtime.act(obs.numpy(), begins) - expected.numpy()).max()))
+        worst["pt2"] = max(worst["pt2"], float((pt2.act_deterministic(obs) - expected).abs().max()))
+        next_obs, _, terminated, truncated, _ = env.step(expected)
+        dones = terminated | truncated
+        for runner in (policy, pt2):
+            runner.reset(dones)
+        obs, begins, ends = next_obs["actor"], dones.numpy().copy(), ends + int(dones.sum())
+    assert ends == 8 * 50 and max(worst.values()) < TOLERANCE, worst

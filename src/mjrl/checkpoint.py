@@ -164,7 +164,10 @@ def load_weights(load: Callable[[], None], source: Path) -> None:
     try:
         load()
     except RuntimeError as exc:
+        why = "different observation, action or layer sizes"
+        if "memories." in str(exc):  # a recurrent policy's (`mjrl.rl.recurrent`)
+            why = "a different recurrent memory, --policy.rnn-*"
         raise UsageError(
-            f"checkpoint {source} does not fit this task's policy (different observation, action or "
-            f"layer sizes): {str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
+            f"checkpoint {source} does not fit this task's policy ({why}): "
+            f"{str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
         ) from exc

@@ -39,8 +39,15 @@ class CartpoleEnvConfig(EnvConfig):
     """Half-width of the uniform initial pole angle around upright (balance), or std (swing-up)."""
     velocity_noise: float = 0.01
     """Std of the initial joint velocities."""
+    observe_velocities: bool = True
+    """Observe the joints' velocities. Without, the pole's motion is hidden: a policy must infer
+    it from past positions (a memory, `--policy.rnn-type`, or `position_history`)."""
+    position_history: int = 1
+    """Steps of the cart's position and the pole's angle observed, newest first."""
 
-    bounds: ClassVar[dict] = {"cart_position_noise": ">= 0", "pole_angle_noise": ">= 0", "velocity_noise": ">= 0"}
+    bounds: ClassVar[dict] = {
+        "cart_position_noise": ">= 0", "pole_angle_noise": ">= 0", "velocity_noise": ">= 0", "position_history": ">= 1"
+    }  # fmt: skip
     sim: SimConfig = SimConfig(decimation=5, timestep=0.01)
 
 
@@ -104,11 +111,13 @@ def reset_cartpole(env: VecEnv, mask: torch.Tensor, cfg: CartpoleEnvConfig) -> N
 
 
 def build(cfg: CartpoleEnvConfig) -> TaskSpec:
+    history = cfg.position_history
     observations = {
-        "cart_position": ObsTerm(cart_position, noise_std=0.01, mirror=mirror_signs(-1)),
-        "pole_angle": ObsTerm(pole_angle_cos_sin, noise_std=0.01, mirror=mirror_signs(1, -1)),
-        "velocities": ObsTerm(joint_velocities, noise_std=0.05, mirror=mirror_signs(-1, -1)),
+        "cart_position": ObsTerm(cart_position, noise_std=0.01, mirror=mirror_signs(-1), history=history),
+        "pole_angle": ObsTerm(pole_angle_cos_sin, noise_std=0.01, mirror=mirror_signs(1, -1), history=history),
     }
+    if cfg.observe_velocities:
+        observations["velocities"] = ObsTerm(joint_velocities, noise_std=0.05, mirror=mirror_signs(-1, -1))
     return TaskSpec(
         scene=Scene(MODEL_XML),
         observations={"actor": observations, "critic": observations},
@@ -187,4 +196,13 @@ SWINGUP = Task(
     # Balance's SAC settings, not tuned here. Measured without the mirror images: 1 of 5 seeds
     # reached a return of 700, as did PPO's defaults (docs/benchmarks.md, "SAC").
     algorithm_settings={"sac": _SAC},
+)
+# Balance from positions alone (issue 63): the pole's motion must be remembered. Actor and critic
+# both see positions only; Balance's agent (mirror images included: each image's window runs
+# from a zero state) with an LSTM of 64 in both networks.
+BALANCE_POSITIONS = Task(
+    name="Mjrl-Cartpole-Balance-Positions",
+    env_cfg=CartpoleEnvConfig(observe_velocities=False),
+    agent_cfg=BALANCE.agent_cfg.replace(rnn_type="lstm", rnn_hidden_size=64),
+    build=build,
 )

@@ -86,15 +86,39 @@ def check_agent_config(
     algorithm or policy kind, and what the chosen algorithm's own check refuses (PPO: symmetry
     the task cannot do; distillation: a task without a "teacher" observation group, no teacher
     checkpoint)."""
+    from mjrl.errors import UsageError
+
     spec = chosen_spec(cfg)
     check_policy_kind(cfg.policy.kind)
     if cfg.policy.kind not in ("auto", spec.policy_kind) and spec.policy_kind != "mlp":
         # An algorithm with a kind of its own (SAC's squashed actor) trains that kind only.
-        from mjrl.errors import UsageError
-
         raise UsageError(f"--algo {spec.name} trains --policy.kind {spec.policy_kind} (or auto), not {cfg.policy.kind}")
+    _check_recurrent(cfg.policy, spec)
     if spec.check is not None:
         spec.check(cfg, TaskFacts(task_name, observation_groups, symmetry_problem))
+
+
+def _check_recurrent(policy: PolicyConfig, spec: AlgorithmSpec) -> None:
+    """A memory only for the `recurrent` kind, which PPO and distillation train, and windows no
+    shorter than their burn-in."""
+    from mjrl.errors import UsageError
+    from mjrl.rl.registry import policy_kind_of
+
+    kind = policy_kind_of(policy.kind, spec.name, policy.rnn_type)
+    if kind == "recurrent" and policy.rnn_type == "none":
+        raise UsageError("--policy.kind recurrent needs a memory: --policy.rnn-type lstm or gru")
+    if policy.rnn_type == "none":
+        return
+    if kind != "recurrent":
+        raise UsageError(
+            f"--policy.rnn-type {policy.rnn_type}: the {kind} policy kind has no memory; recurrent policies are "
+            "--policy.kind auto (or recurrent) with --algo ppo or distillation"
+        )
+    if policy.rnn_sequence_length < policy.rnn_burn_in:
+        raise UsageError(
+            f"--policy.rnn-sequence-length {policy.rnn_sequence_length} is shorter than --policy.rnn-burn-in "
+            f"{policy.rnn_burn_in}: a window should learn from at least as many steps as it warms up on"
+        )
 
 
 def make_algorithm(cfg: AgentSections, env: EnvInfo, num_steps: int, ctx: DistContext, seed: int) -> Algorithm:
@@ -152,7 +176,12 @@ def _check_ppo(cfg: AgentSections, task: TaskFacts) -> None:
 
 def _build_ppo(cfg: AgentSections, policy: ActorCritic, env: EnvInfo, num_steps: int, ctx: DistContext) -> Algorithm:
     from mjrl.rl.ppo import PPO
+    from mjrl.rl.recurrent import RecurrentActorCritic
 
+    if isinstance(policy, RecurrentActorCritic):
+        from mjrl.rl.recurrent_ppo import RecurrentPPO
+
+        return RecurrentPPO(policy, cfg.algorithm, cfg.policy, ctx, env.num_envs, num_steps, _mirrors(cfg, env))
     return PPO(policy, cfg.algorithm, ctx, env.num_envs, num_steps, _mirrors(cfg, env))
 
 
@@ -165,6 +194,8 @@ def _check_distillation(cfg: AgentSections, task: TaskFacts) -> None:
             f"--algo distillation needs a task with a {TEACHER_GROUP!r} observation group, which {task.name} "
             "lacks; distil into a student task (e.g. Mjrl-Velocity-Flat-Quadruped-Student)"
         )
+    if cfg.policy.rnn_type != "none":
+        raise UsageError("--algo distillation with a recurrent student (--policy.rnn-type) is not built yet")
     teacher = Path(cfg.algorithm.teacher)
     if not cfg.algorithm.teacher:
         raise UsageError("--algo distillation needs a teacher: --algorithm.teacher RUN_DIR or checkpoint")

@@ -95,12 +95,33 @@ class PolicyConfig:
     products in TensorFloat-32 on CUDA (10-bit mantissa, Ampere and later); the same as fp32 on
     the CPU. bf16: products autocast to bfloat16 (on CUDA, and on CPUs with AVX-512 BF16 or
     AMX). `play`, `export` and evaluation run float32 whatever this says."""
+    rnn_type: Literal["none", "lstm", "gru"] = "none"
+    """A recurrent memory (`mjrl.rl.recurrent`) ahead of the MLPs: lstm or gru makes the policy
+    the `recurrent` kind (PPO and distillation), whose state is carried per env between steps
+    and zeroed where an episode ends. none: the MLPs read the observations."""
+    rnn_networks: Literal["actor", "critic", "both"] = "both"
+    """Which networks read through a memory of their own (the other reads the observations)."""
+    rnn_hidden_size: int = 256
+    """Width of the memory's state, per layer."""
+    rnn_num_layers: int = 1
+    """Stacked recurrent layers."""
+    rnn_sequence_length: int = 24
+    """Truncated backpropagation: the update cuts each env's rollout into windows of this many
+    steps (the last padded and masked), minibatches of whole windows; longer than the rollout
+    is the whole rollout."""
+    rnn_burn_in: int = 0
+    """Steps before each window that run through the memory without loss, to bring the state
+    stored at their start up to date with the current weights (R2D2's burn-in)."""
 
     bounds: ClassVar[dict] = {
         "actor_hidden_dims": ">= 1",
         "critic_hidden_dims": ">= 1",
         "init_noise_std": "> 0",
         "obs_std_offset": ">= 0",
+        "rnn_hidden_size": ">= 1",
+        "rnn_num_layers": ">= 1",
+        "rnn_sequence_length": ">= 1",
+        "rnn_burn_in": ">= 0",
     }
     """Ranges of the numeric fields (see `mjrl.config.check_numbers`)."""
 

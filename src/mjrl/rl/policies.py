@@ -92,7 +92,7 @@ def build_policy(
     and actions."""
     from mjrl.rl.registry import policy_kind_of
 
-    kind = policy_kind_of(cfg.kind, algo)
+    kind = policy_kind_of(cfg.kind, algo, cfg.rnn_type)
     check_policy_kind(kind)
     return _KINDS[kind].build(obs_spec, num_actions, cfg, device)
 
@@ -148,7 +148,22 @@ def _widths_floors_normalized(
     return widths, num_actions, cfg, device, floors, normalized
 
 
+def _build_recurrent(
+    obs_spec: Mapping[str, ObsGroupSpec], num_actions: int, cfg: PolicyConfig, device: torch.device
+) -> nn.Module:
+    from mjrl.rl.recurrent import RecurrentActorCritic
+
+    widths, _, _, _, floors, normalized = _widths_floors_normalized(obs_spec, num_actions, cfg, device)
+    return RecurrentActorCritic(
+        widths, num_actions, cfg, actor_std_floor=floors.get("actor"), critic_std_floor=floors.get("critic"),
+        normalized_groups=normalized,
+    ).to(device)  # fmt: skip
+
+
 register_policy_kind(PolicyKind("mlp", build_mlp, "Gaussian MLP actor and MLP value critic (ActorCritic)"))
+register_policy_kind(
+    PolicyKind("recurrent", _build_recurrent, "ActorCritic reading through an LSTM or GRU (--policy.rnn-type)")
+)
 register_policy_kind(
     PolicyKind("squashed", _build_squashed, "tanh-squashed Gaussian MLP actor, state-dependent std (SAC's)")
 )

@@ -36,21 +36,30 @@ def gaussian_kl(
     return (torch.log(std_new / std_old) + (std_old**2 + (mu_old - mu_new) ** 2) / (2.0 * std_new**2) - 0.5).sum(-1)
 
 
-def surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip: float) -> torch.Tensor:
+def mean(x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The mean of `x`, or weighted by `weights` (a recurrent update's loss mask)."""
+    return x.mean() if weights is None else (x * weights).sum() / weights.sum()
+
+
+def surrogate_loss(
+    ratio: torch.Tensor, advantages: torch.Tensor, clip: float, weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """Clipped surrogate objective, as a loss (to minimise); `ratio` is pi_new(a|s) / pi_old(a|s)."""
     unclipped = ratio * advantages
     clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
-    return -torch.min(unclipped, clipped).mean()
+    return -mean(torch.min(unclipped, clipped), weights)
 
 
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip: float) -> torch.Tensor:
+def value_loss(
+    values: torch.Tensor, old: torch.Tensor, returns: torch.Tensor, clip: float, weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """Squared error to the returns; with clip > 0, the pessimum of the clipped and unclipped
     prediction, so the value function cannot move far from the one that collected the data."""
     loss = (values - returns) ** 2
     if clip > 0:
-        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        clipped = old + (values - old).clamp(-clip, clip)
         loss = torch.max(loss, (clipped - returns) ** 2)
-    return loss.mean()
+    return mean(loss, weights)
 
 
 class PPO:
@@ -76,16 +85,7 @@ class PPO:
             raise ValueError("symmetry is on, but the env declares no mirrors")
         self.mirrors = mirrors if cfg.symmetry.enabled else None
         """How "actor", "critic" and "actions" mirror, when symmetry is on."""
-        actor_dim, critic_dim = policy.obs_dims["actor"], policy.obs_dims["critic"]
-        actions = Field((policy.num_actions,))
-        self.storage = Rollout(
-            num_steps,
-            num_envs,
-            {"actor_obs": Field((actor_dim,)), "critic_obs": Field((critic_dim,)), "actions": actions,
-             "log_probs": Field(), "values": Field(), "rewards": Field(), "dones": Field(),
-             "action_mean": actions, "action_std": actions},
-            ctx.device,
-        )  # fmt: skip
+        self.storage = Rollout(num_steps, num_envs, self.storage_fields(), ctx.device)
         self.last_values = torch.zeros(num_envs, device=ctx.device)
         self.optimizer = Adam(policy.parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
@@ -100,6 +100,13 @@ class PPO:
         """Gradient steps (updates, in "rollout" sync mode) skipped in a row for a non-finite value,
         counted on the device; `update_metrics` raises `NonFiniteUpdate` when it reaches
         `MAX_CONSECUTIVE_SKIPS`."""
+
+    def storage_fields(self) -> dict[str, Field]:
+        """What the rollout keeps of each step, by name."""
+        dims, actions, scalar = self.policy.obs_dims, Field((self.policy.num_actions,)), Field()
+        return {"actor_obs": Field((dims["actor"],)), "critic_obs": Field((dims["critic"],)), "actions": actions,
+                **dict.fromkeys(("log_probs", "values", "rewards", "dones"), scalar), "action_mean": actions,
+                "action_std": actions}  # fmt: skip
 
     def compile(self, rollout: bool, update: bool) -> None:
         """Fuse with `torch.compile`: with `rollout`, what `act` and `process_env_step` compute
@@ -137,8 +144,7 @@ class PPO:
         return actions
 
     @torch.no_grad()
-    def process_env_step(self, transition: Transition) -> None:
-        t = transition
+    def process_env_step(self, t: Transition) -> None:
         self._store_step(t.rewards, t.terminated, t.truncated, t.final_obs["critic"])
 
     def _store_step(

@@ -16,13 +16,32 @@ the rollout, which is the same as cutting the window there and padding both part
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
+import math
+from collections.abc import Iterator, Mapping
 from typing import Literal
 
 import torch
 from torch import nn
 
+from mjrl.rl.config import PolicyConfig
+from mjrl.rl.networks import ActorCritic, mlp
+
 RnnType = Literal["lstm", "gru"]
+
+
+@contextlib.contextmanager
+def _without_onednn() -> Iterator[None]:
+    """oneDNN's kernels off (`torch.backends.mkldnn.flags` would also touch its TF32 setting,
+    which warns on every CPU)."""
+    before = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = before
 
 
 class Memory(nn.Module):
@@ -57,7 +76,10 @@ class Memory(nn.Module):
 
     def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step for every env: inputs (N, D), state (S, N, H) -> outputs (N, H), next state."""
-        out, new = self.rnn(x.unsqueeze(0), self._unpack(state))
+        # Not oneDNN's kernel on the CPU: its training workspace is an output that a replayed
+        # capture does not rewrite, and torch's own kernels were as fast at these sizes.
+        with _without_onednn():
+            out, new = self.rnn(x.unsqueeze(0), self._unpack(state))
         return out.squeeze(0), self._pack(new)
 
     def forward(
@@ -124,3 +146,142 @@ def window_starts(windows: Windows, episode_start: torch.Tensor) -> torch.Tensor
     that begin an episode in the rollout (`episode_start`, (T, N) bool: the step is an
     episode's first)."""
     return episode_start[windows.step, windows.env] & windows.valid
+
+
+MEMORY_SETTINGS = ("rnn_type", "rnn_networks", "rnn_hidden_size", "rnn_num_layers")
+
+
+def check_same_memory(saved: Mapping[str, object], cfg: PolicyConfig) -> None:
+    """A usage error naming the memory settings a checkpoint's policy (its saved `policy`
+    config) was trained with, where they differ from this run's."""
+    from mjrl.errors import UsageError
+
+    def flags(values: Mapping[str, object]) -> str:
+        return " ".join(f"--policy.{name.replace('_', '-')} {values[name]}" for name in differ)
+
+    saved = {name: saved.get(name, getattr(PolicyConfig, name)) for name in MEMORY_SETTINGS}
+    given = {name: getattr(cfg, name) for name in MEMORY_SETTINGS}
+    differ = [name for name in MEMORY_SETTINGS if saved[name] != given[name]]
+    if differ:
+        raise UsageError(
+            f"the checkpoint's policy was trained with {flags(saved)}, this run asks for {flags(given)}: "
+            "give the checkpoint's settings, or start a new run"
+        )
+
+
+class RecurrentActorCritic(ActorCritic):
+    """The `recurrent` policy kind: `ActorCritic` whose actor, critic or both read normalised
+    observations through a `Memory` of their own, their MLPs reading its output. What PPO and
+    distillation train with `--policy.rnn-type lstm|gru`.
+
+    Training keeps the states itself (the algorithm's, per env of its rollout); this module
+    keeps one more for `act_deterministic` (play, evaluation, a recurrent teacher), sized to
+    the batch it is given and zeroed by `reset` where episodes end."""
+
+    def __init__(self, obs_dims: Mapping[str, int], num_actions: int, cfg: PolicyConfig, **kwargs) -> None:
+        super().__init__(obs_dims["actor"], obs_dims["critic"], num_actions, cfg.actor_hidden_dims,
+                         cfg.critic_hidden_dims, cfg.activation, cfg.init_noise_std, cfg.normalize_observations,
+                         cfg.obs_std_offset, precision=cfg.precision, noise_std_type=cfg.noise_std_type,
+                         **kwargs)  # fmt: skip
+        hidden = cfg.rnn_hidden_size
+        self.memories = nn.ModuleDict()
+        """The memory of each network that reads through one ("actor", "critic")."""
+        for net in ("actor", "critic") if cfg.rnn_networks == "both" else (cfg.rnn_networks,):
+            self.memories[net] = Memory(obs_dims[net], cfg.rnn_type, hidden, cfg.rnn_num_layers)
+        # The MLPs read the memory's output (built anew: the parent's read the observations).
+        if "actor" in self.memories:
+            self.actor = mlp(hidden, cfg.actor_hidden_dims, num_actions, cfg.activation)
+        if "critic" in self.memories:
+            self.critic = mlp(hidden, cfg.critic_hidden_dims, 1, cfg.activation)
+        self._play_state: torch.Tensor | None = None
+
+    def initial_states(self, num_envs: int, device: torch.device) -> dict[str, torch.Tensor]:
+        """Zero states, (S, N, H), by network."""
+        return {net: memory.initial_state(num_envs, device) for net, memory in self.memories.items()}
+
+    def step_features(
+        self, net: str, x: torch.Tensor, state: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What `net`'s MLP reads for one step of normalised observations (N, D), and the next
+        state: the memory's output, or `x` itself for a network without memory."""
+        if net not in self.memories:
+            return x, state
+        with self.matmul_precision():
+            out, new = self.memories[net].step(x, state)
+        return out.float(), new.float()
+
+    def window_features(
+        self, net: str, x: torch.Tensor, state: torch.Tensor | None, starts: torch.Tensor, valid: torch.Tensor
+    ) -> torch.Tensor:
+        """What `net`'s MLP reads over windows of normalised observations (L, B, D) from their
+        stored states (S, B, H), zeroed where an episode starts (see `Memory.forward`)."""
+        if net not in self.memories:
+            return x
+        with self.matmul_precision():
+            return self.memories[net](x, state, starts, valid)[0].float()
+
+    def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
+        """The mean action for raw observations, carrying this module's own state per env."""
+        x = self.normalize_actor(raw_actor_obs)
+        if "actor" in self.memories:
+            n = x.shape[0]
+            state = self._play_state
+            if state is None or state.shape[1] != n or state.device != x.device:
+                state = self.memories["actor"].initial_state(n, x.device)
+            x, self._play_state = self.step_features("actor", x, state)
+        return self.actor(x)
+
+    def reset(self, dones: torch.Tensor) -> None:
+        """Forget the carried state of the envs whose episode ended."""
+        if self._play_state is not None and self._play_state.shape[1] == dones.shape[0]:
+            self._play_state = reset_state(self._play_state, dones)
+
+    def deployable(
+        self, action_offset: torch.Tensor | None = None, action_scale: torch.Tensor | float = 1.0,
+        action_clip: float = math.inf,
+    ) -> nn.Module:  # fmt: skip
+        """The deterministic actor for export with its state as inputs and outputs
+        (`DeployedRecurrentActor`)."""
+        return DeployedRecurrentActor(self, action_offset, action_scale, action_clip)
+
+
+class DeployedRecurrentActor(nn.Module):
+    """A recurrent policy's deterministic actor as one self-contained float32 CPU module:
+    `(obs, h_in)` -> `(actions, h_out)` for a GRU, `(obs, h_in, c_in)` -> `(actions, h_out,
+    c_out)` for an LSTM, each state (layers, N, hidden). The runtime carries the state from one
+    step's outputs to the next step's inputs, and zeroes it for a robot whose episode begins
+    (the sidecar says so). The normaliser and the action transform are folded in as in
+    `DeployedActor`; a policy whose actor has no memory exports as an MLP."""
+
+    def __init__(
+        self, policy: RecurrentActorCritic, action_offset: torch.Tensor | None, action_scale: torch.Tensor | float,
+        action_clip: float,
+    ) -> None:  # fmt: skip
+        from mjrl.rl.networks import DeployedActor
+
+        super().__init__()
+        self.head = DeployedActor(policy, action_offset, action_scale, action_clip)
+        self.memory = copy.deepcopy(policy.memories["actor"]).float().cpu().eval()
+        self.head.actor = nn.Identity()  # the normaliser and the transform; the MLP runs after the memory
+        self.mlp = copy.deepcopy(policy.actor).float().cpu().eval()
+        self.requires_grad_(False)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The state's parts, each an input `<name>_in` and an output `<name>_out`."""
+        return ("h", "c") if self.memory.rnn_type == "lstm" else ("h",)
+
+    def state_shape(self, num_envs: int = 1) -> tuple[int, int, int]:
+        """Each part's shape: (layers, robots, hidden)."""
+        return (self.memory.num_layers, num_envs, self.memory.hidden_size)
+
+    def forward(
+        self, obs: torch.Tensor, h_in: torch.Tensor, c_in: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        head = self.head
+        x = ((obs - head.obs_mean) / head.obs_std).clamp(-head.obs_clip, head.obs_clip)
+        out, new = self.memory.rnn(x.unsqueeze(0), h_in if c_in is None else (h_in, c_in))
+        actions = self.mlp(out.squeeze(0))
+        if head.scaled:
+            actions = head.action_offset + head.action_scale * actions.clamp(-head.action_clip, head.action_clip)
+        return (actions, *new) if isinstance(new, tuple) else (actions, new)

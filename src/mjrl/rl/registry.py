@@ -80,10 +80,13 @@ def chosen_name(algo: str) -> str:
     return "ppo" if algo == "auto" else algo
 
 
-def policy_kind_of(kind: str, algo: str) -> str:
+def policy_kind_of(kind: str, algo: str, rnn_type: str = "none") -> str:
     """The policy kind a run of `--algo algo` trains for `--policy.kind kind`: `auto` is the
-    algorithm's own."""
-    return algorithm_spec(chosen_name(algo)).policy_kind if kind == "auto" else kind
+    algorithm's own, `recurrent` in place of `mlp` with a `--policy.rnn-type`."""
+    if kind != "auto":
+        return kind
+    own = algorithm_spec(chosen_name(algo)).policy_kind
+    return "recurrent" if own == "mlp" and rnn_type != "none" else own
 
 
 def chosen_spec(cfg: Any) -> AlgorithmSpec:

@@ -30,10 +30,10 @@ from mjrl.rl.policies import TrainedPolicy
 Format = Literal["onnx", "pt2", "torchscript"]
 MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.pt"}
 TORCHSCRIPT_NOTE = "note: torch deprecates TorchScript (torch.jit); --export pt2 (torch.export) is its successor"
-SCHEMA = "mjrl-policy/5"
-"""Version 5: `action_squash`. Version 4: `reference_inputs`. Version 3: `target_feedforward`.
-Version 2: `action_scale` per action (version 1 had one number for all). Every older version is
-still read."""
+SCHEMA = "mjrl-policy/6"
+"""Version 6: `recurrent_state`. Version 5: `action_squash`. Version 4: `reference_inputs`.
+Version 3: `target_feedforward`. Version 2: `action_scale` per action (version 1 had one number
+for all). Every older version is still read."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +82,11 @@ class Sidecar:
     """How the model bounds its outputs before the action transform: {"kind": "tanh", "bound":
     B, "formula": ...} for a squashed policy (SAC's: output = B x tanh(mean), within (-B, B));
     None: the outputs are the policy's mean, unbounded (the transform's clip bounds them)."""
+    recurrent_state: dict | None
+    """A recurrent policy's memory, which the runtime carries: {"inputs": ["h_in"(, "c_in")],
+    "outputs": ["h_out"(, "c_out")], "shape": [layers, "robots", hidden], "zero_when": ...}.
+    Each step feeds the previous step's outputs back as inputs; a robot's state is zeros at
+    its first step and whenever its episode begins again. None: the model has no state."""
     control_period_s: float
     """Seconds between two policy steps (physics timestep x decimation)."""
     physics_timestep_s: float
@@ -109,7 +114,9 @@ class Sidecar:
         if data.get("schema") == "mjrl-policy/3":  # no reference to supply
             data |= {"schema": "mjrl-policy/4", "reference_inputs": None}
         if data.get("schema") == "mjrl-policy/4":  # unbounded outputs
-            data |= {"schema": SCHEMA, "action_squash": None}
+            data |= {"schema": "mjrl-policy/5", "action_squash": None}
+        if data.get("schema") == "mjrl-policy/5":  # no state
+            data |= {"schema": SCHEMA, "recurrent_state": None}
         if data.get("schema") != SCHEMA:
             raise UsageError(f"not an {SCHEMA} sidecar (schema {data.get('schema')!r})")
         try:
@@ -148,21 +155,54 @@ def export_policy(
     model = deployable(offset, env.action_scale, cfg.action_clip) if scaled_actions else deployable()
     obs_size = env.obs_dims["actor"]
     make_dirs(out.parent)
-    example = torch.zeros(2, obs_size)  # batch 2: a batch of 1 would be fixed into the graph
     writers = {"onnx": _write_onnx, "pt2": _write_pt2, "torchscript": _write_torchscript}
     if fmt not in writers:
         raise UsageError(f"unknown export format {fmt!r}; expected onnx, pt2 or torchscript")
+    signature = Signature.of(model, obs_size)
     sidecar = _sidecar(env, fmt, out, obs_size, offset, scaled_actions, feedforward, source, action_squash(policy))
+    sidecar = dataclasses.replace(sidecar, recurrent_state=signature.recurrent_state(model))
     if sum(t.size for t in sidecar.observation_terms) != obs_size:
         raise ValueError("observation terms do not add up to the actor's input size")
     sidecar_path = out.with_name(out.name + ".json")
     # Both written to temporaries first, renamed into place only when both are whole: a model
     # without its sidecar (a full disk between the two) would be unusable and look finished.
     with atomic_target(out, suffix=out.suffix) as model_tmp:
-        writers[fmt](model, example, model_tmp)
+        writers[fmt](model, signature, model_tmp)
         with atomic_target(sidecar_path) as sidecar_tmp:
             sidecar_tmp.write_text(sidecar.to_json())
     return out, sidecar_path
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """An exported model's inputs and outputs: `obs` -> `actions`, and a recurrent model's state
+    parts (`h`, an LSTM's `c` too) as `<part>_in` -> `<part>_out`, each (layers, robots, hidden)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    example: tuple[torch.Tensor, ...]
+    """Inputs for a batch of 2 robots (a batch of 1 would be fixed into the graph)."""
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, obs_size: int) -> Signature:
+        parts = getattr(model, "state_names", ())  # a recurrent model's (`DeployedRecurrentActor`)
+        states = tuple(torch.zeros(model.state_shape(2)) for _ in parts)
+        inputs, outputs = tuple(f"{p}_in" for p in parts), tuple(f"{p}_out" for p in parts)
+        return cls(("obs", *inputs), ("actions", *outputs), (torch.zeros(2, obs_size), *states))
+
+    def dynamic_shapes(self) -> dict[str, dict[int, Any]]:
+        """The robots' dimension of every input, free: observations (robots, size), states (layers, robots, hidden)."""
+        robots = torch.export.Dim("batch")
+        return {name: {0 if name == "obs" else 1: robots} for name in self.inputs}
+
+    def recurrent_state(self, model: torch.nn.Module) -> dict | None:
+        """The sidecar's `recurrent_state`."""
+        if len(self.inputs) == 1:
+            return None
+        layers, _, hidden = model.state_shape()
+        zero_when = "zeros for a robot at its first step and whenever its episode begins again (a reset, a fall)"
+        return {"inputs": list(self.inputs[1:]), "outputs": list(self.outputs[1:]), "shape": [layers, "robots", hidden],
+                "zero_when": zero_when}  # fmt: skip
 
 
 def action_squash(policy: TrainedPolicy) -> dict | None:
@@ -207,6 +247,7 @@ def _sidecar(
         target_feedforward=feedforward,
         reference_inputs=env.task.deployment_inputs(env) if env.task.deployment_inputs else None,
         action_squash=squash,
+        recurrent_state=None,
         control_period_s=float(env.step_dt),
         physics_timestep_s=float(env.sim.mj_model.opt.timestep),
         decimation=env.cfg.sim.decimation,
@@ -236,35 +277,44 @@ def _quiet_exporter() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _write_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
+def _write_onnx(model: torch.nn.Module, signature: Signature, out: Path) -> None:
     # The dynamo exporter: the TorchScript-based one is deprecated in torch and due for removal.
     with _quiet_exporter(), contextlib.redirect_stdout(None):
         torch.onnx.export(
             model,
-            (example,),
+            signature.example,
             str(out),
-            input_names=["obs"],
-            output_names=["actions"],
-            dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
+            input_names=list(signature.inputs),
+            output_names=list(signature.outputs),
+            dynamic_shapes=_by_parameter(model, signature),
             dynamo=True,
             external_data=False,  # one file: the weights are small
         )
 
 
-def _write_pt2(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
+def _by_parameter(model: torch.nn.Module, signature: Signature) -> dict[str, Any]:
+    """`signature.dynamic_shapes()` keyed by the names of `model.forward`'s parameters, as
+    torch.export reads them."""
+    import inspect
+
+    names = list(inspect.signature(model.forward).parameters)[: len(signature.inputs)]
+    return dict(zip(names, signature.dynamic_shapes().values(), strict=True))
+
+
+def _write_pt2(model: torch.nn.Module, signature: Signature, out: Path) -> None:
     # torch.export's program: `torch.export.load(path).module()` runs it in any torch process
     # (mjrl not needed), and AOTInductor compiles it for C++ runtimes.
     with _quiet_exporter():
-        program = torch.export.export(model, (example,), dynamic_shapes={"obs": {0: torch.export.Dim("batch")}})
+        program = torch.export.export(model, signature.example, dynamic_shapes=_by_parameter(model, signature))
         torch.export.save(program, str(out))
 
 
-def _write_torchscript(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
+def _write_torchscript(model: torch.nn.Module, signature: Signature, out: Path) -> None:
     # Traced, not scripted: the forward has no data-dependent control flow, and `scaled` is a
     # constant of the export. torch deprecates TorchScript: the caller says so once.
     print(TORCHSCRIPT_NOTE)
     with _quiet_exporter():
-        traced = torch.jit.trace(model, example)
+        traced = torch.jit.trace(model, signature.example)
         torch.jit.save(traced, str(out))
 
 
@@ -286,12 +336,24 @@ class ExportedPolicy:
         except (RuntimeError, ValueError, OSError, KeyError, zipfile.BadZipFile) as exc:  # not an export, or damaged
             raise UsageError(f"--exported {path}: not a readable pt2 model ({type(exc).__name__})") from None
 
+        self.state: list[torch.Tensor] | None = None
+        """A recurrent export's state parts, carried from step to step as a robot's runtime does."""
+
     @torch.no_grad()
     def act_deterministic(self, actor_obs: torch.Tensor) -> torch.Tensor:
-        return self.module(actor_obs)
+        memory = self.sidecar.recurrent_state
+        if memory is None:
+            return self.module(actor_obs)
+        if self.state is None or self.state[0].shape[1] != actor_obs.shape[0]:
+            layers, _, hidden = memory["shape"]
+            self.state = [actor_obs.new_zeros(layers, actor_obs.shape[0], hidden) for _ in memory["inputs"]]
+        actions, *self.state = self.module(actor_obs, *self.state)
+        return actions
 
     def reset(self, dones: torch.Tensor) -> None:
-        """Nothing carried between steps."""
+        """A recurrent export's state zeroed for the robots whose episode ended."""
+        if self.state is not None:
+            self.state = [torch.where(dones.view(1, -1, 1), 0.0, part) for part in self.state]
 
 
 def read_sidecar(model: Path) -> Sidecar:
