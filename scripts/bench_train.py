@@ -4,7 +4,7 @@
         [--device cuda] [--no-graph] [--precision fp32 bf16] [--compile off all] [--settings bf16:all ...]
         [--cuda-graphs on] [--collectives off forced] [--profile-envs 4096 --profile-out FILE]
     python scripts/bench_train.py --task Mjrl-Velocity-Flat-Quadruped --num-envs 64 --env-steps 100 \
-        [--physics-steps 300] [--check-buffers 500]
+        [--physics-steps 300]
 
 For each number of envs (in one process: the kernels compile once), prints one JSON line: the
 bare physics rate (a loop of `mujoco_warp.step`, `bare_physics_steps_per_s`) and the rate of the
@@ -21,11 +21,7 @@ and writes the operators that take the most host and device time to `--profile-o
 
 `--env-steps N` (formerly bench_quadruped.py) times the env instead of training: N steps of zero
 actions (`VecEnv.step`) beside the bare physics, each the best of three repeats, with the task's
-nconmax and njmax. `--check-buffers STEPS` adds STEPS env steps of random actions (std 1, like an
-untrained policy) with generous buffers, recording at every substep the most contacts in one
-world, the most per world on average (the contact array is shared by all worlds) and the most
-constraint rows in one world: as in training, and with every robot thrown onto the ground in a
-random pose with terminations off (an upper bound).
+nconmax and njmax. (Its former `--check-buffers STEPS` is `mjrl buffers TASK --steps STEPS`.)
 """
 
 from __future__ import annotations
@@ -48,7 +44,7 @@ from mjrl.metrics_file import learned_figures, read_metrics
 from mjrl.tools.commands import newest_run
 
 if TYPE_CHECKING:
-    from mjrl.envs import Task, VecEnv
+    from mjrl.envs import Task
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.runner import Runner
 
@@ -215,70 +211,13 @@ def env_rate(task: Task, num_envs: int, steps: int) -> float:
     return max(rates)
 
 
-def buffer_use(task: Task, num_envs: int, steps: int, tumble: bool) -> dict:
-    """Peak contacts and constraint rows over `steps` env steps of random actions on the CPU.
-    With `tumble`, every robot starts thrown (`throw`) and nothing ends an episode, so robots lie
-    and thrash on the ground: an upper bound for training."""
-    import mujoco_warp as mjw
-    import warp as wp
-
-    from mjrl.envs import VecEnv
-
-    # Generous buffers: nothing overflows. No captured graph: its replay would skip the
-    # `_substeps` replaced below, leaving every peak at 0.
-    sim_cfg = dataclasses.replace(task.env_cfg.sim, nconmax=64, njmax=256, graph=False)
-    cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs, sim=sim_cfg)
-    spec = task.build(cfg)
-    if tumble:
-        cfg = dataclasses.replace(cfg, random_initial_episode_length=False, episode_length_s=steps)
-        spec = dataclasses.replace(spec, terminations={})
-    env, generator = VecEnv(cfg, spec, torch.device("cpu")), torch.Generator().manual_seed(0)
-    if tumble:
-        throw(env, generator)
-    data = env.sim.data
-    worldid, nacon, nefc = wp.to_torch(data.contact.worldid), wp.to_torch(data.nacon), wp.to_torch(data.nefc)
-    peak = torch.zeros(3, dtype=torch.long)  # per-world contacts, total contacts, per-world rows
-
-    def substeps_with_stats() -> None:
-        # Replaces Simulation._substeps on this instance only, to look at every substep.
-        for _ in range(env.sim.cfg.decimation):
-            mjw.step(env.sim.model, env.sim.data)
-            valid = worldid[: int(nacon[0])].long()
-            per_world = torch.bincount(valid, minlength=num_envs).max() if valid.numel() else torch.tensor(0)
-            peak.copy_(torch.maximum(peak, torch.stack([per_world, nacon[0].long(), nefc.max().long()])))
-
-    env.sim._substeps = substeps_with_stats
-    for _ in range(steps):
-        env.step(torch.randn(num_envs, env.num_actions, generator=generator))
-    per_world, total, rows = peak.tolist()
-    overflow = int(wp.to_torch(data.overflow).max())
-    return {"max_contacts_in_a_world": per_world, "max_contacts_per_world_on_average": round(total / num_envs, 2),
-            "max_constraint_rows_in_a_world": rows, "overflow_flags": overflow}  # fmt: skip
-
-
-def throw(env: VecEnv, generator: torch.Generator) -> None:
-    """Every robot 0.065 m above its home height (0.35 m for the Go1 on flat ground), in a random
-    orientation and a random joint pose within the limits."""
-    n, sim = env.num_envs, env.sim
-    quat = torch.randn(n, 4, generator=generator)
-    low, high = env.robot.joint_lower, env.robot.joint_upper
-    sim.qpos[:, 2] += 0.065
-    sim.qpos[:, 3:7] = quat / quat.norm(dim=1, keepdim=True)
-    sim.qpos[:, 7:] = low + (high - low) * torch.rand(n, low.shape[0], generator=generator)
-    sim.qvel.copy_(torch.randn(n, sim.qvel.shape[1], generator=generator))
-
-
 def measure_env(task: Task, num_envs: int, args: argparse.Namespace) -> None:
-    """Print the bare physics and the env's rate (and with `--check-buffers` its buffers' peaks)."""
+    """Print the bare physics and the env's rate."""
     sim = task.env_cfg.sim
     line = {"task": args.task, "num_envs": num_envs, "nconmax": sim.nconmax, "njmax": sim.njmax,
             "decimation": sim.decimation}  # fmt: skip
     line["bare_physics_steps_per_s"] = round(physics_rates(task, num_envs, args.physics_steps, "cpu", 3)[0])
-    line["env_steps_per_s"] = round(env_rate(task, num_envs, args.env_steps or 100))
-    for tumble in (False, True) if args.check_buffers else ():
-        line["buffers_random_actions" + ("_tumbling" if tumble else "")] = buffer_use(
-            task, num_envs, args.check_buffers, tumble
-        )
+    line["env_steps_per_s"] = round(env_rate(task, num_envs, args.env_steps))
     print(json.dumps(line), flush=True)
 
 
@@ -310,7 +249,6 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--physics-steps", type=int, default=500)
     parser.add_argument("--env-steps", type=int, default=0, help="time this many env steps instead of training")
-    parser.add_argument("--check-buffers", type=int, default=0, metavar="STEPS", help="and the buffers' peaks")
     parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:0)")
     parser.add_argument("--no-graph", action="store_true", help="launch every kernel (`--env.sim.graph False`)")
@@ -329,7 +267,7 @@ def main() -> None:
     sim = dataclasses.replace(task.env_cfg.sim, graph=not args.no_graph, deterministic=args.deterministic)
     task = dataclasses.replace(task, env_cfg=dataclasses.replace(task.env_cfg, sim=sim))
     for num_envs in args.num_envs:
-        (measure_env if args.env_steps or args.check_buffers else measure)(task, num_envs, args)
+        (measure_env if args.env_steps else measure)(task, num_envs, args)
     if args.profile_envs:
         profile(task, args.profile_envs, args)
 

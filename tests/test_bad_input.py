@@ -190,6 +190,11 @@ CASES = {
     "slurm-negative-gpus": (["mjrl", "slurm", BALANCE, "--gpus-per-node", "-1", "--out", "{out}/job.sh"],
                             "--gpus-per-node must be at least 0"),
     "slurm-no-time": (["mjrl", "slurm", BALANCE, "--time", "0", "--out", "{out}/job.sh"], "must be more than 0"),
+    # mjrl buffers
+    "buffers-unknown-task": (["mjrl", "buffers", "Mjrl-Nope"], "unknown task 'Mjrl-Nope'"),
+    "buffers-no-steps": (["mjrl", "buffers", GO1, "--steps", "0"], "--steps must be at least 1"),
+    "buffers-no-envs": (["mjrl", "buffers", GO1, "--num-envs", "0"], "--num-envs must be at least 1"),
+    "buffers-bad-env-flag": (["mjrl", "buffers", GO1, "--env.sim.njmax", "0"], "--env.sim.njmax must be at least 1"),
     # --plugins: module names, not paths
     "plugins-a-file-path": (["train", BALANCE, "--plugins", "./my_tasks.py"], "give the module's name (my_tasks)"),
     "plugins-not-a-name": (["train", BALANCE, "--plugins", "my-tasks"], "not a module name"),

@@ -243,25 +243,17 @@ def json_lines(output: str) -> list[dict]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-def test_bench_train_times_the_quadrupeds_env_and_counts_contacts_at_every_substep() -> None:
-    """`bench_train.py --env-steps` (formerly bench_quadruped.py; its rates, and `--check-buffers`
-    in the same process): both rates are measured, the buffers are the task's, and the buffer
-    check sees the robots' feet on the ground. It once saw none: the physics replayed as a
-    captured graph skipped the substeps it counts in, leaving every peak at 0."""
+def test_bench_train_times_the_quadrupeds_env_beside_its_bare_physics() -> None:
+    """`bench_train.py --env-steps` (formerly bench_quadruped.py): both rates are measured and the
+    buffers are the task's. (Its former `--check-buffers` is `mjrl buffers`, tests/test_buffers.py.)"""
     out = run_script("bench_train", "--task", "Mjrl-Velocity-Flat-Quadruped", "--num-envs", "4", "--physics-steps",
-                     "2", "--env-steps", "2", "--check-buffers", "20").stdout  # fmt: skip
+                     "2", "--env-steps", "2").stdout  # fmt: skip
     (result,) = json_lines(out)
     from mjrl.tasks import load_task
 
     sim = load_task("Mjrl-Velocity-Flat-Quadruped").env_cfg.sim
     assert (result["nconmax"], result["njmax"], result["decimation"]) == (sim.nconmax, sim.njmax, sim.decimation)
     assert result["num_envs"] == 4 and result["bare_physics_steps_per_s"] > 0 and result["env_steps_per_s"] > 0
-    for key in ("buffers_random_actions", "buffers_random_actions_tumbling"):
-        peak = result[key]
-        # Contacts of a robot on the ground, each at least one constraint row; none overflowed.
-        assert 0 < peak["max_contacts_per_world_on_average"] <= peak["max_contacts_in_a_world"], (key, peak)
-        assert peak["max_constraint_rows_in_a_world"] >= peak["max_contacts_in_a_world"], (key, peak)
-        assert peak["overflow_flags"] == 0, (key, peak)
 
 
 def test_bench_tracking_tables_the_policy_and_both_baselines_for_each_motion_and_start(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: mjrl {list,train,play,plot,export,slurm,motion,kernels} ...
+USAGE = """usage: mjrl {list,train,play,plot,export,slurm,motion,kernels,buffers} ...
   list    tasks and presets
   train   train a policy (see `train --help`)
   play    evaluate a checkpoint or record a video (see `play --help`)
@@ -12,7 +12,8 @@ USAGE = """usage: mjrl {list,train,play,plot,export,slurm,motion,kernels} ...
   export  write a policy as ONNX or TorchScript for deployment (see `mjrl export --help`)
   slurm   write or submit a Slurm batch script that trains across nodes (see `mjrl slurm --help`)
   motion  make and inspect reference motions for tracking (see `mjrl motion --help`)
-  kernels count the kernels a step and an update launch (see `mjrl kernels --help`)"""
+  kernels count the kernels a step and an update launch (see `mjrl kernels --help`)
+  buffers measure the contact and constraint buffers a task needs (see `mjrl buffers TASK --help`)"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,8 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         from mjrl.cli.kernels import main as kernels_main
 
         return kernels_main(rest)
+    if command == "buffers":
+        from mjrl.cli.buffers import main as buffers_main
+
+        return buffers_main(rest)
     print(
-        f"mjrl: error: unknown command {command!r}; expected list, train, play, plot, export, slurm, motion or kernels",
+        f"mjrl: error: unknown command {command!r}; expected list, train, play, plot, export, slurm, motion, kernels "
+        "or buffers",
         file=sys.stderr,
     )
     return 2
