@@ -4,8 +4,7 @@ iteration spent in collectives, for both gradient-sync modes.
     python scripts/bench_distributed.py [--task Mjrl-Cartpole-Balance] [--num-envs 128] [--iterations 12]
     python scripts/bench_distributed.py --syncs rollout    # 2 ranks in one sync mode only: half the time
 
-Runs `train` as real processes (the built-in launcher for 2 ranks, gloo on the CPU) and reads
-their metrics.jsonl. The first 2 iterations are skipped as warm-up; figures are medians.
+The method: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations

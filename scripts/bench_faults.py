@@ -6,22 +6,10 @@
     python scripts/bench_faults.py --soak --algo sac --minutes 20 --log-root /tmp/chaos-sac     # SAC, its ring too
     python scripts/bench_faults.py --soak --sequence preempt --gap-s 1 2 --no-twin --log-root /tmp/chaos
 
-Each scenario starts a 2-rank job of tiny Balance iterations, waits for its first iteration,
-injects the fault for real (SIGKILL or SIGSTOP of rank 1's process, or an exception raised in
-rank 1) and times from the fault to the launcher's exit; `restart`, from a kill to the first
-iteration of the resumed attempt.
-
-`--soak` (formerly bench_chaos.py) trains with `--max-restarts 1000` while, at random intervals,
-it SIGKILLs a random rank or SIGSTOPs one past the hang watchdog's timeout (the elastic agent
-restarts the ranks from the newest checkpoint); every `--preempt-every`th fault stops the job with
-SIGTERM, as a preemption does, and starts it again with `--resume True`. Before each fault it
-waits until the job trains again. It prints per fault the seconds to the next iteration and the
-iterations redone, then checks: every iteration in metrics.jsonl exactly once, the last checkpoint
-plays, only the files a run writes (no save's temporary left), every checkpoint of the save
-interval and at most one more per fault (the stop a fault causes may save one); with the disk use
-of a fault-free 2-rank "twin" of as many iterations (`--no-twin`: none). The last line is a JSON
-summary; the exit code is 1 if a check failed. With `--algo sac` the checkpoints carry the replay
-ring beside them (`bulk_<iteration>.pt`, counted in the disk use).
+A scenario: seconds from a real fault in rank 1 to the launcher's exit (`restart`: to the resumed
+attempt's first iteration). `--soak`: kills, stops and preemptions at random until the time is up,
+the recovery of each, then the run checked (exit code 1 if a check failed). The method:
+docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations

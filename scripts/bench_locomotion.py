@@ -10,28 +10,11 @@
     python scripts/bench_locomotion.py --throughput [--task Mjrl-Velocity-Rough-Quadruped] [--iterations 8]
     python scripts/bench_locomotion.py --log-root /tmp/loco --no-write --episode-length-s 1 -- --runner.max-iterations 2
 
-Training is `train TASK --device cpu --preset PRESET` (the task's in `PROFILES` of common.py:
-the quadrupeds' cpu-locomotion, 19.7 M env steps; the humanoid's cpu-humanoid; the rough
-quadruped's cpu-rough, 49 M) and the flags after `--`; `--ranks R` shares the preset's envs out
-over R ranks. Run it in the background (`nohup ... &`). The report plays the deterministic policy
-on clean observations beside zero actions (the robot standing in its home pose) under each
-command setting of the robot's targets, checks them, draws the learning curves against env steps
-and wall time, and writes it all into `docs/benchmarks.md` between its section's markers
-(`--no-write`: printed only, the curves drawn into the run directory). `--episode-length-s S`
-plays episodes of S seconds (a try-out's: the report names it).
-
-The rough quadruped (formerly bench_terrain.py) is played per terrain type, `--episodes` envs on
-the hardest row, forward commands, one 20 s episode: a success ends at least half a patch (4 m)
-from its start without an early termination (`--flat-run-dir`: a flat-trained policy beside it),
-then on flat ground. `--teacher RUN` (formerly bench_distillation.py) trains the student that
-reads no base velocity from that flat quadruped (`--algo distillation`, `--iterations` of them),
-plays it beside its teacher and checks its ONNX export's inputs.
-
-`--throughput` times the training loop of each robot's CPU preset, one after another, `--rounds`
-times in turn (median env steps/s of iterations 3 onwards, the median of the rounds): the
-quadruped, the humanoid, and the humanoid without its angular-momentum sensor and term; with the
-rough task, the flat and the rough task at `--num-envs`, the rough one with plain PPO and as two
-ranks of half the envs. Each also times its scene build.
+The report (its section of docs/benchmarks.md): the policy beside zero actions under each command
+setting of the robot's targets, checked; the rough quadruped's success per terrain type on the
+hardest row; the student beside its teacher, with its ONNX inputs; the learning curves.
+`--throughput`: each robot's CPU training loop. The method: docs/benchmarks.md, "How the scripts
+measure".
 """
 
 from __future__ import annotations
@@ -39,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import statistics
 import subprocess
 import tempfile
@@ -264,11 +246,11 @@ def report(task: str, run_dir: Path, args: argparse.Namespace) -> tuple[str, boo
     return "\n".join([cpu_run_line(task, run_dir, lines[-1]), "", *body, "", *images]), ok
 
 
-PLAIN, TWO_RANKS, WITHOUT = f"{ROUGH} with plain PPO", f"{ROUGH} as 2 ranks", "humanoid without angular momentum"
+PLAIN, TWO_RANKS = f"{ROUGH} with plain PPO", f"{ROUGH} as 2 ranks"
 Ratios = dict[str, Callable[[dict[str, float]], float]]
 
 
-def setups(task: str, num_envs: int, logs: Path) -> tuple[dict[str, list[str]], Ratios]:
+def setups(task: str, num_envs: int) -> tuple[dict[str, list[str]], Ratios]:
     """The `train` arguments of each setup `--throughput` times, and the ratios it reports."""
     envs = ["--env.num-envs", str(num_envs)]
     if task == ROUGH:  # the terrain's cost
@@ -279,22 +261,16 @@ def setups(task: str, num_envs: int, logs: Path) -> tuple[dict[str, list[str]], 
                 TWO_RANKS: [ROUGH, "--env.num-envs", str(num_envs // 2), "--nproc-per-node", "2"]}, {
                 "ratio": lambda r: r[ROUGH] / r[GO1], "ratio with plain PPO": lambda r: r[PLAIN] / r[GO1],
                 "2 ranks / 1 rank": lambda r: r[TWO_RANKS] / r[ROUGH]}  # fmt: skip
-    # The robots, and the price of the humanoid's angular-momentum sensor: its MJCF without it.
-    no_sensor = logs / "humanoid-without-angular-momentum.xml"
-    xml = load_task(HUMANOID).env_cfg.robot.mjcf_file.read_text()
-    no_sensor.write_text(re.sub(r"\s*<sensor>.*?</sensor>", "", xml, flags=re.S))
     humanoid = [HUMANOID, *envs, "--preset", profile(HUMANOID).preset]
-    without = [*humanoid, "--env.robot.mjcf", str(no_sensor), "--env.rewards.angular-momentum", "0"]
-    return {GO1: [GO1, *envs, "--preset", profile(GO1).preset], HUMANOID: humanoid, WITHOUT: without}, {
-        "humanoid / quadruped": lambda r: r[HUMANOID] / r[GO1],
-        "angular-momentum sensor cost": lambda r: 1 - r[HUMANOID] / r[WITHOUT]}  # fmt: skip
+    return {GO1: [GO1, *envs, "--preset", profile(GO1).preset], HUMANOID: humanoid}, {
+        "humanoid / quadruped": lambda r: r[HUMANOID] / r[GO1]}  # fmt: skip
 
 
 def throughput(task: str, num_envs: int, iterations: int, rounds: int) -> dict:
     """Training env steps/s of each setup, measured in turn so that a change in load hits all
     alike, their ratios, and the scene build of the rough task or the humanoid."""
     with tempfile.TemporaryDirectory() as logs:
-        runs, ratios = setups(task, num_envs, Path(logs))
+        runs, ratios = setups(task, num_envs)
         rates: dict[str, list[float]] = {name: [] for name in runs}
         for round_ in range(rounds):
             for name, args in runs.items():

@@ -6,11 +6,8 @@
     python scripts/bench_parity.py ... --label rsl_rl --reference /work/refvenv/bin/python
     python scripts/bench_parity.py ... --label rsl_rl-plain --reference /work/refvenv/bin/python -- --symmetry off
 
-Each seed trains `train TASK --device cpu --logger none --seed S`, or with `--reference PYTHON`,
-`scripts/rsl_rl_reference.py TASK --seed S` under that Python (a venv with rsl-rl-lib and
-mjrl); the flags after `--` go to either. A seed already run under the label is read, not run
-again. It prints, per seed, the mean return of the last 10 iterations, then the mean and the
-worst seed: the figures `docs/benchmarks.md` compares.
+A table row: each seed's mean return of its last 10 iterations, their mean and the worst seed.
+The method: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations

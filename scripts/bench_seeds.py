@@ -6,16 +6,9 @@
     python scripts/bench_seeds.py --log-root /tmp/s --seeds 1 --poll-s 1 -- --env.num-envs 16 --runner.max-iterations 2
     python scripts/bench_seeds.py --task Mjrl-Cartpole-Balance --algo sac --log-root /work/runs/cp --seeds 1 2 3 4 5
 
-Each seed trains `train TASK --device DEVICE --preset PRESET --seed S` (the task's CPU preset of
-`PROFILES` in common.py, evaluated every 50 iterations; a cart-pole's own defaults) until its
-periodic evaluation first meets the task's full-distribution targets, then stops it with SIGTERM
-as a preemption would (a checkpoint is written). A seed cut off is continued with `--resume-dir`;
-one that met its targets is not run again. Runs are named `seed-S[-symmetry][-ALGO]` (PPO's
-without the algorithm). Every stop is appended to `LOG_ROOT/stops.jsonl` with the seconds from
-the command's start. The report gives the env steps each seed needed and their median; for a
-legged robot the gait of each final policy (`play`, forward commands: per-foot contact fractions
-and swing times, left minus right), for a cart-pole the whole time of its commands and the
-evaluation return where it stopped.
+Each seed trains until its periodic evaluation first meets the task's targets; the report gives
+the env steps each needed, and the gait (a legged robot) or the time and return (a cart-pole) of
+each. The method: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations

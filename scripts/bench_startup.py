@@ -4,11 +4,7 @@ kernel cache), and its peak RSS.
     python scripts/bench_startup.py [--repeats 3] [--task Mjrl-Cartpole-Balance] [--num-envs 256]
     python scripts/bench_startup.py --phases    # where the memory goes, phase by phase
 
-Also prints the time of the header line, and the cost of importing torch, warp and
-mujoco_warp alone in a fresh interpreter (the floor no start-up can go below). `--phases` builds
-a run in a fresh process the way `train` does, piece by piece, and prints the peak RSS after
-each piece: the imports, the scene, the env (its kernels loaded, compiled on a cold cache), the
-learner, the first rollout and the first update.
+The method: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations

@@ -2,14 +2,9 @@
 
     python scripts/bench_tracking.py --run-dir RUN [--episodes 32] [--motions FILE.npz ...]
 
-For each motion (default: the run's own), the deterministic policy runs `--episodes` episodes
-started at the clip's first frame and as many started at uniformly drawn frames, with the
-task's reset perturbation; beside it two baselines on the same env: zero actions (the robot
-holds its home pose) and the reference's joint positions replayed open loop through the same
-position servos (the action that puts each joint's target on the reference). Prints one table
-per motion: how often an episode completes its clip without a termination, and the mean joint,
-body (relative to the anchor) and anchor errors and foot sliding over every step; then one JSON
-line with every figure.
+A table per motion and start (the clip's, a random frame) of the policy, zero actions and the
+reference replayed open loop: episodes completed, joint, body and anchor errors, foot sliding;
+then a JSON line. The method: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations

@@ -6,22 +6,10 @@
     python scripts/bench_train.py --task Mjrl-Velocity-Flat-Quadruped --num-envs 64 --env-steps 100 \
         [--physics-steps 300]
 
-For each number of envs (in one process: the kernels compile once), prints one JSON line: the
-bare physics rate (a loop of `mujoco_warp.step`, `bare_physics_steps_per_s`) and the rate of the
-substep loop mjrl replays instead (`replayed_physics_steps_per_s`), both also as the env steps/s
-they would allow (`physics_bare_env_steps_per_s`, `physics_replayed_env_steps_per_s`: divided by
-the task's decimation), the full training loop's env steps/s (collection plus update), its share
-of the replayed physics (`share_of_replayed_physics`: everything else is overhead; until
-2026-11-28 a field `ratio` divided by the bare loop's rate instead), and peak memory. Each line's
-`learned_sha256` digests what the run logged except its timings: two lines with the same one
-learned bit for bit alike (`--collectives forced` against off, the loop's graphs against eager).
-`--settings PRECISION:COMPILE ...` names the pairs to run instead of every precision with every
-compile mode. `--profile-envs N` then trains a few iterations at N envs under `torch.profiler`
-and writes the operators that take the most host and device time to `--profile-out`.
-
-`--env-steps N` (formerly bench_quadruped.py) times the env instead of training: N steps of zero
-actions (`VecEnv.step`) beside the bare physics, each the best of three repeats, with the task's
-nconmax and njmax. (Its former `--check-buffers STEPS` is `mjrl buffers TASK --steps STEPS`.)
+Per number of envs and setting, a JSON line: the bare and the replayed physics rates, the training
+loop's env steps/s and its share of the replayed physics, peak memory, and a digest of what it
+learned. `--profile-envs N`: the operators of a few profiled iterations. `--env-steps N`: the env's
+own rate beside the bare physics. The fields: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations
@@ -177,8 +165,6 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
             "forced_collectives": collectives == "forced", "precision": precision, "compile": compile_,
             "num_envs": num_envs, "bare_physics_steps_per_s": round(bare),
             "replayed_physics_steps_per_s": round(replayed),
-            # The env-step rates the physics alone would allow: its bare `mujoco_warp.step` loop
-            # and the substep loop mjrl replays (what training steps through).
             "physics_bare_env_steps_per_s": round(bare / decimation),
             "physics_replayed_env_steps_per_s": round(replayed / decimation),
             "training_env_steps_per_s": round(trained),
@@ -187,7 +173,6 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
             "collection_s": round(collection_s, 3), "learning_s": round(rates["learning_s"], 3),
             "collection_share_of_replayed_physics": round(rollout_steps * decimation / replayed / collection_s, 3),
             "learned_sha256": rates["learned_sha256"],
-            # torch's allocations on the GPU (Warp's own arrays are not counted)
             **({"peak_torch_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20)} if cuda else {}),
         }  # fmt: skip
         print(json.dumps(line), flush=True)

@@ -4,20 +4,9 @@
     python scripts/bench_update.py --device cuda --num-envs 4096        # + tf32 and a CUDA graph
     python scripts/bench_update.py --algo sac --num-envs 512 --steps 32 # SAC's update
 
-A learner of the task's own networks and shapes (`--task`, the flat quadruped by default: its
-512-256-128 MLPs, 48 actor and 55 critic observations, 12 actions) gets one rollout of synthetic
-data (Gaussian observations, rewards and dones from a fixed seed): PPO's, or with `--algo sac`
-SAC's ring of `--steps` env steps of every env, updated `updates_per_step` gradient steps at a
-time of `--batch-size`. It then runs `--repeats` whole updates in each mode, every mode from the
-same weights and generator: fp32, tf32 (CUDA only), bf16 (`--policy.precision`); graph (fp32, the
-update captured once as a CUDA graph and replayed); compile (the minibatch step's losses and their
-backward through `torch.compile`, its first call's compile time reported apart); joined by "-":
-graph-tf32, graph-bf16, graph-compile. A mode that fails reports its error; the others still run.
-
-One JSON line per mode: host time per update (the Python call returning: what the host spends
-launching), device time per update (CUDA events; on the CPU the host's), and after one update the
-largest difference of any parameter from fp32's and the relative difference of its mean KL (PPO)
-or critic loss (SAC): what a mode changes in the arithmetic.
+A JSON line per mode (fp32, tf32, bf16, graph, compile and their pairs): host and device time per
+update, and how far one update lands from fp32's. The method: docs/benchmarks.md, "How the
+scripts measure".
 """
 
 from __future__ import annotations

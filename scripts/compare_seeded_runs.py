@@ -5,13 +5,8 @@
     python scripts/compare_seeded_runs.py HEAD --tasks Mjrl-Velocity-Flat-Quadruped -- --algorithm.sync rollout
     python scripts/compare_seeded_runs.py worktree --tasks Mjrl-Cartpole-Balance --iterations 1   # run to run
 
-Each version (a git ref, or `worktree` for the checkout as it is) is installed, without its
-dependencies, into a folder of its own and put first on `PYTHONPATH` (the same ref twice: two
-folders, which tells whether two runs of one version agree); each task then trains a few
-small iterations with the same seed in each version (the student distils from a teacher that
-version trained first); what follows `--` is passed to every run. Every figure of
-`metrics.jsonl` is compared exactly, except the timings. A change meant to leave training as
-it was (state written in place, host reads moved) must print `identical` for every task; the exit status is 1 otherwise.
+A JSON line per task, `identical` or the first figure that differs; exit status 1 if any differs.
+The method: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations

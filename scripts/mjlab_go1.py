@@ -4,11 +4,7 @@ very robot mjlab's task `Mjlab-Velocity-Flat-Unitree-Go1` simulates (a like-for-
     /path/to/mjlab-venv/bin/python scripts/mjlab_go1.py --out DIR
     train Mjrl-Velocity-Flat-Quadruped --config DIR/robot.yaml
 
-Runs in mjlab's Python environment (mjlab, mujoco and the standard library; not mjrl). The robot
-is mjlab's `Entity(get_go1_robot_cfg()).spec` (its actuators and FULL_COLLISION geoms), with
-what mjlab keeps in Python and mjrl reads from the MJCF added: the keyframe `home` (mjlab's
-INIT_STATE) and the flat task's physics options in <option>. No floor: mjrl composes its own.
-Writes DIR/go1_mjlab.xml (meshdir absolute: it loads from anywhere) and DIR/robot.yaml.
+Runs in mjlab's Python environment, not mjrl's (docs/benchmarks.md, "How the scripts measure").
 """
 
 from __future__ import annotations
@@ -29,12 +25,7 @@ OPTION_FIELDS = (
     "timestep", "integrator", "cone", "impratio", "jacobian", "solver", "iterations", "tolerance",
     "ls_iterations", "ls_tolerance", "ccd_iterations", "gravity", "disableflags", "enableflags",
 )  # fmt: skip
-# mjlab's flat task leaves nconmax to mujoco_warp, whose heuristic gives this model (no height
-# field) 45 rounded up to 48. Its worst case on flat ground is 57 robot-ground contacts (trunk box
-# 4, head 1, 4 hip, 12 thigh and 8 calf capsules 2 each, 4 feet 1 each) plus self-collisions (all
-# collision geoms are contype 1, conaffinity 1), but the buffer is pooled over all worlds and a
-# standing or walking robot has 4-8: 48 is mjlab's own value, so both sides allocate the same.
-NCONMAX = 48
+NCONMAX = 48  # mujoco_warp's choice for mjlab's model (docs/benchmarks.md, "How the scripts measure")
 ACTION_SHARE = 0.25  # mjlab's GO1_ACTION_SCALE: 0.25 * effort_limit / stiffness per joint
 
 

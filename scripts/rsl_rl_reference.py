@@ -4,18 +4,10 @@ rsl_rl is not a dependency of mjrl. Run this with a Python that has both (a sepa
 
     python -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torch==2.13.0 rsl-rl-lib==5.5.1
     /tmp/refvenv/bin/pip install -e .   # mjrl itself
-    /tmp/refvenv/bin/python scripts/rsl_rl_reference.py Mjrl-Cartpole-Swingup --seed 1 --out ref.jsonl
-
-The env is mjrl's own `VecEnv` (same task, observations, rewards and resets); the network,
-hyperparameters, rollout length and symmetry augmentation (rsl_rl's, from the mirrors the task
-declares; `--symmetry on|off` overrides) come from the task's `AgentConfig`, so only the learner
-differs.
-Each iteration writes one line with mjrl's metric names (`mean_episode_return`, `mean_kl`,
-`mean_learning_rate`, `learning_rate`, `reward/<term>`, ...), which `mjrl plot` draws beside an
-mjrl run. Compare, for instance:
-
-    train Mjrl-Cartpole-Swingup --device cpu --seed 1 --logger none
+    /tmp/refvenv/bin/python scripts/rsl_rl_reference.py Mjrl-Cartpole-Swingup --seed 1 --out ref_dir
     mjrl plot logs/Mjrl-Cartpole-Swingup/<run> ref_dir --metrics mean_episode_return mean_kl
+
+Only the learner differs from mjrl's run (docs/benchmarks.md, "How the scripts measure").
 """
 
 from __future__ import annotations
