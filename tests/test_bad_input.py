@@ -133,13 +133,16 @@ CASES = {
     # recurrent policies
     "rnn-burn-in-beyond-sequence": (["train", BALANCE, "--policy.rnn-type", "gru", "--policy.rnn-sequence-length", "4",
                                      "--policy.rnn-burn-in", "8"], "is shorter than --policy.rnn-burn-in 8"),
+    "rnn-windows-per-minibatch": (["train", BALANCE, "--policy.rnn-type", "gru", "--env.num-envs", "5",
+                                   "--algorithm.num-mini-batches", "4"], "does not divide the update's 10 windows"),
     "rnn-for-sac": (["train", BALANCE, "--algo", "sac", "--policy.rnn-type", "lstm"], "kind has no memory"),
     "rnn-for-mlp-kind": (["train", BALANCE, "--policy.kind", "mlp", "--policy.rnn-type", "lstm"],
                          "the mlp policy kind has no memory"),
     "recurrent-kind-without-rnn": (["train", BALANCE, "--policy.kind", "recurrent"], "needs a memory"),
     "rnn-resume-other-memory": (["train", BALANCE, "--resume-dir", "{balance}", "--policy.rnn-type", "lstm"],
                                 "trained with --policy.rnn-type none, this run asks for --policy.rnn-type lstm"),
-    "rnn-distillation": (["train", STUDENT, *DISTIL, "{balance}", "--policy.rnn-type", "lstm"], "not built yet"),
+    "rnn-student-without-actor-memory": (["train", STUDENT, *DISTIL, "{balance}", "--policy.rnn-type", "lstm",
+                                          "--policy.rnn-networks", "critic"], "reads through an actor memory"),
     # video sizes and the launcher's counts
     "video-odd-size": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.mp4", "--video-size", "17",
                         "17"], "even sizes only"),

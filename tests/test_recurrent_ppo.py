@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEVICE
+from conftest import DEVICE, train_tiny
 
 from mjrl.distributed.context import single_process
 from mjrl.rl.recurrent import RecurrentActorCritic
@@ -105,3 +105,41 @@ def test_a_resume_restores_what_the_recurrent_learner_holds(tmp_path):
     sums = a.update(), b.update()
     assert all(torch.equal(sums[0][k], sums[1][k]) for k in sums[0])
     assert torch.equal(a.parameter_checksum(), b.parameter_checksum())
+
+
+def test_a_recurrent_student_stores_the_states_it_acted_from_and_distils_from_a_recurrent_teacher(tmp_path):
+    """DAgger with an LSTM student and a GRU teacher (its own state carried, reset where episodes
+    end): the states stored at every step are those a step-by-step replay of the student
+    reaches, zeroed where an episode begins; the update's windows replay them; two updates on
+    the same rollout lower the behaviour loss."""
+    from mjrl.rl.recurrent_distillation import RecurrentDistillation
+
+    teacher_run = train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path / "teacher", "--runner.max-iterations", "1",
+                             "--policy.rnn-type", "gru", "--policy.rnn-hidden-size", "8")  # fmt: skip
+    task = load_task("Mjrl-Velocity-Flat-Quadruped-Student")
+    cfg = TrainConfig.for_task(task, "distillation")
+    runner = build_run(task, dataclasses.replace(
+        cfg, env=dataclasses.replace(cfg.env, num_envs=8, episode_length_s=0.2), device=DEVICE, logger="none",
+        policy=dataclasses.replace(cfg.policy, rnn_type="lstm", rnn_hidden_size=16, rnn_sequence_length=5),
+        algorithm=dataclasses.replace(cfg.algorithm, teacher=str(teacher_run), num_mini_batches=2),
+        runner=dataclasses.replace(cfg.runner, num_steps_per_env=12), log_root=str(tmp_path / "student"),
+    ), single_process(DEVICE))  # fmt: skip
+    distil, student = runner.algorithm, runner.algorithm.policy
+    assert isinstance(distil, RecurrentDistillation) and isinstance(distil.teacher, RecurrentActorCritic)
+    runner.collect()
+    buf = distil.storage
+    assert buf.starts[1:].sum() >= 8 and distil.teacher._play_state is not None
+    state = torch.zeros_like(distil.state)
+    with torch.no_grad():
+        for t in range(12):
+            state = torch.where(buf.starts[t].view(1, -1, 1), 0.0, state)
+            torch.testing.assert_close(buf.state[t].transpose(0, 1), state, rtol=1e-5, atol=1e-6)
+            state = student.step_features("actor", student.normalize_actor(buf.student_obs[t]), state)[1]
+    snapshot = {name: value.clone() for name, value in buf.fields.items()}
+    losses = []
+    for _ in range(2):
+        for name, value in snapshot.items():
+            buf.fields[name].copy_(value)
+        sums = distil.update()
+        losses.append(float(sums["behavior_loss"] / sums["steps"]))
+    assert losses[1] < losses[0]

@@ -93,16 +93,18 @@ def check_agent_config(
     if cfg.policy.kind not in ("auto", spec.policy_kind) and spec.policy_kind != "mlp":
         # An algorithm with a kind of its own (SAC's squashed actor) trains that kind only.
         raise UsageError(f"--algo {spec.name} trains --policy.kind {spec.policy_kind} (or auto), not {cfg.policy.kind}")
-    _check_recurrent(cfg.policy, spec)
+    _check_recurrent(cfg, spec)
     if spec.check is not None:
         spec.check(cfg, TaskFacts(task_name, observation_groups, symmetry_problem))
 
 
-def _check_recurrent(policy: PolicyConfig, spec: AlgorithmSpec) -> None:
-    """A memory only for the `recurrent` kind, which PPO and distillation train, and windows no
-    shorter than their burn-in."""
+def _check_recurrent(cfg: AgentSections, spec: AlgorithmSpec) -> None:
+    """A memory only for the `recurrent` kind, which PPO and distillation train, windows no
+    shorter than their burn-in, and as many windows for each minibatch."""
     from mjrl.errors import UsageError
     from mjrl.rl.registry import policy_kind_of
+
+    policy = cfg.policy
 
     kind = policy_kind_of(policy.kind, spec.name, policy.rnn_type)
     if kind == "recurrent" and policy.rnn_type == "none":
@@ -118,6 +120,25 @@ def _check_recurrent(policy: PolicyConfig, spec: AlgorithmSpec) -> None:
         raise UsageError(
             f"--policy.rnn-sequence-length {policy.rnn_sequence_length} is shorter than --policy.rnn-burn-in "
             f"{policy.rnn_burn_in}: a window should learn from at least as many steps as it warms up on"
+        )
+    _check_windows(cfg)
+
+
+def _check_windows(cfg: AgentSections) -> None:
+    """The update's minibatches split the windows evenly (N envs x ceil(T / length) windows)."""
+    from mjrl.errors import UsageError
+
+    envs = getattr(getattr(cfg, "env", None), "num_envs", None)
+    runner = getattr(cfg, "runner", None)
+    if envs is None or runner is None:
+        return
+    steps, minibatches = runner.num_steps_per_env, getattr(cfg.algorithm, "num_mini_batches", 1)
+    chunks = -(-steps // min(cfg.policy.rnn_sequence_length, steps))
+    if (envs * chunks) % minibatches:
+        raise UsageError(
+            f"--algorithm.num-mini-batches {minibatches} does not divide the update's {envs * chunks} windows "
+            f"(--env.num-envs {envs} x {chunks} per rollout of {steps} steps, --policy.rnn-sequence-length "
+            f"{cfg.policy.rnn_sequence_length}): give a divisor of {envs * chunks}"
         )
 
 
@@ -194,8 +215,10 @@ def _check_distillation(cfg: AgentSections, task: TaskFacts) -> None:
             f"--algo distillation needs a task with a {TEACHER_GROUP!r} observation group, which {task.name} "
             "lacks; distil into a student task (e.g. Mjrl-Velocity-Flat-Quadruped-Student)"
         )
-    if cfg.policy.rnn_type != "none":
-        raise UsageError("--algo distillation with a recurrent student (--policy.rnn-type) is not built yet")
+    if cfg.policy.rnn_type != "none" and cfg.policy.rnn_networks == "critic":
+        raise UsageError(
+            "a recurrent student reads through an actor memory: --policy.rnn-networks actor or both, not critic"
+        )
     teacher = Path(cfg.algorithm.teacher)
     if not cfg.algorithm.teacher:
         raise UsageError("--algo distillation needs a teacher: --algorithm.teacher RUN_DIR or checkpoint")
@@ -207,8 +230,13 @@ def _build_distillation(
     cfg: AgentSections, policy: ActorCritic, env: EnvInfo, num_steps: int, ctx: DistContext
 ) -> Algorithm:
     from mjrl.rl.distillation import Distillation, load_teacher
+    from mjrl.rl.recurrent import RecurrentActorCritic
 
     teacher = load_teacher(cfg.algorithm, env, ctx.device)
+    if isinstance(policy, RecurrentActorCritic):
+        from mjrl.rl.recurrent_distillation import RecurrentDistillation
+
+        return RecurrentDistillation(policy, teacher, cfg.algorithm, cfg.policy, ctx, env.num_envs, num_steps)
     return Distillation(policy, teacher, cfg.algorithm, ctx, env.num_envs, num_steps)
 
 

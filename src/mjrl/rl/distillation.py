@@ -73,15 +73,23 @@ class Distillation:
         self.teacher = teacher
         self.cfg = cfg
         self.ctx = ctx
-        dim, actions = student.obs_dims["actor"], student.num_actions
-        # One rollout: the student's raw observations and the teacher's actions.
-        fields = {"student_obs": Field((dim,)), "teacher_actions": Field((actions,))}
-        self.storage = Rollout(num_steps, num_envs, fields, ctx.device)
-        # Only the actor's mean learns: the exploration noise stays at the policy's init_noise_std.
-        self.optimizer = Adam(student.actor.parameters(), lr=cfg.learning_rate)
+        self.storage = Rollout(num_steps, num_envs, self.storage_fields(), ctx.device)
+        self.optimizer = Adam(self.trained_parameters(), lr=cfg.learning_rate)
         self.params = self.optimizer.params
         self.gradients = FlatGradients(self.params, 1)  # the loss travels with them
         self.generator = torch.Generator(device=ctx.device)
+
+    def trained_parameters(self) -> list[torch.nn.Parameter]:
+        """Only the actor's mean learns (through its memory, if it has one): the exploration
+        noise stays at the policy's init_noise_std, and the critic is not trained."""
+        memories = getattr(self.policy, "memories", {})
+        memory = list(memories["actor"].parameters()) if "actor" in memories else []
+        return [*memory, *self.policy.actor.parameters()]
+
+    def storage_fields(self) -> dict[str, Field]:
+        """One rollout: the student's raw observations and the teacher's actions."""
+        return {"student_obs": Field((self.policy.obs_dims["actor"],)),
+                "teacher_actions": Field((self.policy.num_actions,))}  # fmt: skip
 
     def compile(self, rollout: bool, update: bool) -> None:
         """Nothing to fuse: `act` and the behaviour-cloning loss are the networks' passes and a
@@ -98,6 +106,8 @@ class Distillation:
         return dist.sample(self.generator)
 
     def process_env_step(self, transition: Transition) -> None:
+        # A recurrent teacher forgets the episodes that ended (an MLP's reset does nothing).
+        self.teacher.reset(transition.terminated | transition.truncated)
         self.storage.next_step()
 
     def compute_returns(self, obs: Observations) -> None:
@@ -108,7 +118,10 @@ class Distillation:
         """The student's normaliser from one rollout (see `warm_up_normalizers`)."""
         normalizers = {"actor": self.policy.actor_normalizer} if self.policy.actor_normalizer is not None else {}
         steps = steps if self.cfg.warm_up_normalizers else 0
-        return warm_up_normalizers(normalizers, obs, step, self.act, steps, self.ctx)
+        taken = warm_up_normalizers(normalizers, obs, step, self.act, steps, self.ctx)
+        # Its steps reset nothing where episodes ended: a recurrent teacher starts afresh.
+        self.teacher.reset(torch.ones(obs["actor"].shape[0], dtype=torch.bool, device=obs["actor"].device))
+        return taken
 
     # ---------------------------------------------------------------------------- update
 

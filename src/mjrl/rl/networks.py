@@ -152,6 +152,10 @@ class ActorCritic(MlpActorPolicy):
         if normalize and "critic" in normalized_groups:
             self.critic_normalizer = RunningNormalizer(critic_obs_dim, std_offset=offset, std_floor=critic_std_floor)
 
+    def critic_parameters(self) -> Iterator[nn.Parameter]:
+        """What the value's gradient reaches (PPO clips it apart from the actor's)."""
+        return self.critic.parameters()
+
     def normalize_critic(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic_normalizer(obs) if self.critic_normalizer is not None else obs
 

@@ -91,7 +91,7 @@ class PPO:
         self.params = self.optimizer.params
         # The gradients in one flat buffer, the actor's (with its log-std) first, so that each
         # network's clip is a slice; the KL and the loss travel with them.
-        critic = {id(p) for p in policy.critic.parameters()}
+        critic = {id(p) for p in policy.critic_parameters()}
         self.grad_order = [p for p in self.params if id(p) not in critic] + [p for p in self.params if id(p) in critic]
         self.actor_grad_size = sum(p.numel() for p in self.grad_order if id(p) not in critic)
         self.gradients = FlatGradients(self.grad_order, 2)
@@ -325,8 +325,8 @@ class PPO:
             loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
         with torch.no_grad():
             # Against the old policy on the original samples: it never saw the images.
-            mean, std = dist.mean[:originals], dist.stddev[:originals]
-            kl = gaussian_kl(mb["mu"][:originals], mb["std"][:originals], mean, std).mean()
+            mu, std = dist.mean[:originals], dist.stddev[:originals]
+            kl = gaussian_kl(mb["mu"][:originals], mb["std"][:originals], mu, std).mean()
             clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
             statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
         return loss, statistics, symmetry

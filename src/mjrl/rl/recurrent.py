@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from mjrl.rl.config import PolicyConfig
-from mjrl.rl.networks import ActorCritic, mlp
+from mjrl.rl.networks import ActorCritic, DeployedActor, mlp
 
 RnnType = Literal["lstm", "gru"]
 
@@ -210,15 +210,28 @@ class RecurrentActorCritic(ActorCritic):
             out, new = self.memories[net].step(x, state)
         return out.float(), new.float()
 
+    def critic_parameters(self) -> Iterator[nn.Parameter]:
+        """The critic's MLP and memory: what the value's gradient reaches."""
+        yield from self.critic.parameters()
+        if "critic" in self.memories:
+            yield from self.memories["critic"].parameters()
+
     def window_features(
-        self, net: str, x: torch.Tensor, state: torch.Tensor | None, starts: torch.Tensor, valid: torch.Tensor
-    ) -> torch.Tensor:
-        """What `net`'s MLP reads over windows of normalised observations (L, B, D) from their
-        stored states (S, B, H), zeroed where an episode starts (see `Memory.forward`)."""
+        self, net: str, x: torch.Tensor, state: torch.Tensor | None, starts: torch.Tensor, valid: torch.Tensor,
+        burn_in: int = 0,
+    ) -> torch.Tensor:  # fmt: skip
+        """What `net`'s MLP reads over windows of normalised observations (W, B, D) from their
+        stored states (S, B, H), zeroed where an episode starts (see `Memory.forward`), at the
+        positions after the first `burn_in` (W - burn_in of them). The burn-in only brings the
+        state up to date: no gradient flows through it (R2D2's)."""
         if net not in self.memories:
-            return x
+            return x[burn_in:]
+        memory = self.memories[net]
         with self.matmul_precision():
-            return self.memories[net](x, state, starts, valid)[0].float()
+            if burn_in:
+                with torch.no_grad():
+                    state = memory(x[:burn_in], state, starts[:burn_in], valid[:burn_in])[1]
+            return memory(x[burn_in:], state, starts[burn_in:], valid[burn_in:])[0].float()
 
     def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
         """The mean action for raw observations, carrying this module's own state per env."""
@@ -228,7 +241,8 @@ class RecurrentActorCritic(ActorCritic):
             state = self._play_state
             if state is None or state.shape[1] != n or state.device != x.device:
                 state = self.memories["actor"].initial_state(n, x.device)
-            x, self._play_state = self.step_features("actor", x, state)
+            # float32 whatever the training precision, as play, evaluation and export run
+            x, self._play_state = self.memories["actor"].step(x, state)
         return self.actor(x)
 
     def reset(self, dones: torch.Tensor) -> None:
@@ -241,7 +255,9 @@ class RecurrentActorCritic(ActorCritic):
         action_clip: float = math.inf,
     ) -> nn.Module:  # fmt: skip
         """The deterministic actor for export with its state as inputs and outputs
-        (`DeployedRecurrentActor`)."""
+        (`DeployedRecurrentActor`); without an actor memory, the MLP's (`DeployedActor`)."""
+        if "actor" not in self.memories:
+            return DeployedActor(self, action_offset, action_scale, action_clip)
         return DeployedRecurrentActor(self, action_offset, action_scale, action_clip)
 
 
@@ -257,8 +273,6 @@ class DeployedRecurrentActor(nn.Module):
         self, policy: RecurrentActorCritic, action_offset: torch.Tensor | None, action_scale: torch.Tensor | float,
         action_clip: float,
     ) -> None:  # fmt: skip
-        from mjrl.rl.networks import DeployedActor
-
         super().__init__()
         self.head = DeployedActor(policy, action_offset, action_scale, action_clip)
         self.memory = copy.deepcopy(policy.memories["actor"]).float().cpu().eval()

@@ -152,44 +152,55 @@ class RecurrentPPO(PPO):
         self, mb: dict[str, torch.Tensor], originals: int
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """PPO's losses on a minibatch of windows (b, W, ...; the first `originals` not mirror
-        images): each network replays its windows from their stored states; means over the steps
-        whose loss counts."""
-        cfg, policy = self.cfg, self.policy
+        images): each network replays its windows from their stored states, through their
+        burn-in; means over the steps whose loss counts."""
+        cfg, policy, burn_in = self.cfg, self.policy, self.policy_cfg.rnn_burn_in
         seq = {k: v.transpose(0, 1) for k, v in mb.items() if not k.endswith("_state")}  # (W, b, ...)
-        # A state cannot be mirrored: a mirror image runs from a zero state (through its burn-in).
+        # A state cannot be mirrored: a mirror image runs from a zero state through its burn-in.
         states = {net: zero_after(mb[f"{net}_state"], originals).transpose(0, 1) for net in policy.memories}
-        weights = seq["weights"]
 
-        def features(net: str, obs: torch.Tensor | None = None, state: torch.Tensor | None = None) -> torch.Tensor:
-            obs, state = seq[f"{net}_obs"] if obs is None else obs, states.get(net) if state is None else state
-            return policy.window_features(net, obs, state, seq["starts"], seq["valid"])
+        def features(net: str, obs: torch.Tensor | None = None, zero: bool = False) -> torch.Tensor:
+            """`net`'s MLP input over the windows: of the minibatch's observations (or `obs`) from
+            the stored states (or zero states)."""
+            state = states.get(net)
+            state = torch.zeros_like(state) if zero and state is not None else state
+            obs = seq[f"{net}_obs"] if obs is None else obs
+            return policy.window_features(net, obs, state, seq["starts"], seq["valid"], burn_in)
 
         dist = policy.distribution(features("actor"))
         values = policy.value(features("critic"))
+        tail = {k: v[burn_in:] for k, v in seq.items()}  # the positions after the burn-in
+        weights = tail["weights"]
         entropy = mean(dist.entropy(), weights)
-        ratio = torch.exp(dist.log_prob(seq["actions"]) - seq["log_probs"])
-        surrogate = surrogate_loss(ratio, seq["advantages"], cfg.clip_param, weights)
-        v_loss = value_loss(values, seq["values"], seq["returns"], cfg.value_clip_param, weights)
+        ratio = torch.exp(dist.log_prob(tail["actions"]) - tail["log_probs"])
+        surrogate = surrogate_loss(ratio, tail["advantages"], cfg.clip_param, weights)
+        v_loss = value_loss(values, tail["values"], tail["returns"], cfg.value_clip_param, weights)
         loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
         symmetry = None
         if self.mirrors is not None:
-            # The mean on mirrored windows against the mirror image of the originals' (held fixed).
-            means, own = dist.mean, weights[:, :originals]
-            if means.shape[1] > originals:  # augmented: the images' means are computed already
-                mirrored = means[:, originals:]
-            else:
-                zero = torch.zeros_like(states["actor"]) if "actor" in states else None
-                mirrored = policy.mean_action(features("actor", seq["mirrored_actor_obs"], zero))
-            target = self.mirrors["actions"](means[:, :originals]).detach()
-            symmetry = mean(((mirrored - target) ** 2).mean(-1), own)
+            mirrored_obs = seq.get("mirrored_actor_obs")  # (without augmentation)
+            symmetry = self._mirror_loss(dist.mean, originals, weights[:, :originals], features, mirrored_obs)
             loss = loss + cfg.symmetry.mirror_loss_coef * symmetry
         with torch.no_grad():  # against the old policy on the originals: it never saw the images
             own = weights[:, :originals]
-            kl = mean(gaussian_kl(seq["mu"][:, :originals], seq["std"][:, :originals], dist.mean[:, :originals],
+            kl = mean(gaussian_kl(tail["mu"][:, :originals], tail["std"][:, :originals], dist.mean[:, :originals],
                                   dist.stddev[:, :originals]), own)  # fmt: skip
             clip_fraction = mean(((ratio - 1.0).abs() > cfg.clip_param).float(), weights)
             statistics = torch.stack([surrogate, v_loss, entropy, kl, clip_fraction])
         return loss, statistics, symmetry
+
+    def _mirror_loss(
+        self, means: torch.Tensor, originals: int, weights: torch.Tensor, features: Callable,
+        mirrored_obs: torch.Tensor | None,
+    ) -> torch.Tensor:  # fmt: skip
+        """The mean on mirrored windows against the mirror image of the originals' (held fixed),
+        over the originals' counted steps; without augmentation the images run here, from zero."""
+        if means.shape[1] > originals:  # augmented: the images' means are computed already
+            mirrored = means[:, originals:]
+        else:
+            mirrored = self.policy.mean_action(features("actor", mirrored_obs, zero=True))
+        target = self.mirrors["actions"](means[:, :originals]).detach()
+        return mean(((mirrored - target) ** 2).mean(-1), weights)
 
     # ------------------------------------------------------------------------------ common
 

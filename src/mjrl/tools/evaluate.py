@@ -102,6 +102,7 @@ def run_episodes(
     per_env = math.ceil(episodes / env.num_envs)
     record = _EpisodeRecord(env.num_envs, per_env, env.device)
     obs = env.reset()
+    reset_where_done(policy, torch.ones(env.num_envs, dtype=torch.bool, device=env.device))  # fresh episodes
     sums: dict[str, torch.Tensor] = {}
     steps = torch.zeros((), dtype=torch.long, device=env.device)
     # Smoothness: the squared change of the action from the episode's previous step, summed

@@ -136,6 +136,7 @@ def record_states(env: Any, policy: Any, steps: int, until_episode_end: bool = F
     from mjrl.tools.evaluate import reset_where_done
 
     obs = env.reset()
+    reset_where_done(policy, torch.ones(env.num_envs, dtype=torch.bool, device=env.device))  # fresh episodes
     first = video_state(env)[0]
     states = torch.empty(steps, first.shape[0], device=env.device)
     states[0] = first
