@@ -11,6 +11,7 @@
 #   bash scripts/gpu_checks.sh loop        # the training loop eager and as CUDA graphs, against its ceiling
 #   bash scripts/gpu_checks.sh collectives # NCCL inside the loop's graphs on one GPU (--force-collectives)
 #   bash scripts/gpu_checks.sh sac         # SAC on the flat quadruped and humanoid at 4096 envs, to their targets
+#   bash scripts/gpu_checks.sh recurrent   # an LSTM policy's iteration against the MLP's, quadruped, 4096 envs, graphs
 #   bash scripts/gpu_checks.sh kernels     # kernels launched per env step and per minibatch step (the profiler's count)
 #   bash scripts/gpu_checks.sh update      # the PPO update alone: fp32, tf32, bf16, a CUDA graph
 #   bash scripts/gpu_checks.sh nccl        # a NCCL process group through the loop (torchrun, 1 GPU), a fault, the launcher
@@ -406,6 +407,16 @@ kernels() {
     --tasks ${KERNELS_TASKS:-$GO1} | keep kernels kernels.jsonl
 }
 
+recurrent() {
+  # Issue 63: an iteration of the flat quadruped at 4096 envs with an LSTM of 256 x 1 (windows of
+  # 24) against the same with MLPs, the loop as CUDA graphs (bench_recurrent.py: the median over
+  # iterations 3-20; the CPU preset's bar is 1.5). RECURRENT_DEVICE=cpu and RECURRENT_ARGS (the
+  # script's arguments) for a try-out on a CPU machine.
+  local args=${RECURRENT_ARGS:---preset benchmark -- --env.num-envs 4096 --runner.cuda-graphs on}
+  run "${RECURRENT_S:-240}" $PY scripts/bench_recurrent.py --device "${RECURRENT_DEVICE:-cuda}" $args |
+    keep recurrent recurrent.jsonl
+}
+
 update() {
   # Issue 44, item 4: the PPO update alone at 4096 envs (eager fp32, tf32, bf16, a CUDA graph of
   # each, and the losses through torch.compile, eager and as a graph): host and device time, and
@@ -489,9 +500,9 @@ phases=("${@:-info}")
 [[ ${phases[*]} == all ]] && phases=(info throughput nccl learn tests)
 for phase in "${phases[@]}"; do
   case $phase in
-  info | mjlab | throughput | deterministic | loop | collectives | sac | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
+  info | mjlab | throughput | deterministic | loop | collectives | sac | recurrent | kernels | update | learn | nccl | faults | tests | scale | humanoid) $phase ;;
   *)
-    echo "unknown phase $phase: all, info, mjlab, throughput, deterministic, loop, collectives, sac, kernels, update, nccl, learn," \
+    echo "unknown phase $phase: all, info, mjlab, throughput, deterministic, loop, collectives, sac, recurrent, kernels, update, nccl, learn," \
       "faults, tests, scale or humanoid" >&2
     exit 2
     ;;

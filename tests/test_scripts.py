@@ -124,7 +124,11 @@ TINY_GPU_PHASES = {"LOOP_DEVICE": "cpu", "LOOP_GRAPHS": "off", "LOOP_ENVS": "16"
                    "SAC_DEVICE": "cpu", "SAC_ENVS": "16", "SAC_ITERATIONS": "3", "SAC_EVAL": "1",
                    "SAC_SAVE": "1", "SAC_KEEP": "2",
                    "SAC_RUNS": "Mjrl-Cartpole-Balance --algorithm.batch-size 64 --env.episode-length-s 1 "
-                               "--runner.eval-envs 2"}  # fmt: skip
+                               "--runner.eval-envs 2",
+                   "RECURRENT_DEVICE": "cpu",
+                   "RECURRENT_ARGS": "--task Mjrl-Cartpole-Balance --preset smoke --iterations 5 --rnn-type gru "
+                                     "--rnn-hidden-size 8 -- --env.num-envs 16 --runner.num-steps-per-env 16 "
+                                     "--algorithm.num-mini-batches 2"}  # fmt: skip
 
 
 @pytest.mark.heavy
@@ -147,11 +151,18 @@ def test_bench_train_and_bench_update_report_their_named_fields(tmp_path: Path) 
         "PYTHON": sys.executable,
         "SAC_ROOT": str(tmp_path / "sac_runs"),
     }
-    subprocess.run(["bash", str(SCRIPTS / "gpu_checks.sh"), "loop", "collectives", "sac"], env=env,
-                   cwd=SCRIPTS.parent, capture_output=True, check=True, timeout=300)  # fmt: skip
+    subprocess.run(["bash", str(SCRIPTS / "gpu_checks.sh"), "loop", "collectives", "sac", "recurrent"], env=env,
+                   cwd=SCRIPTS.parent, capture_output=True, check=True, timeout=400)  # fmt: skip
     raw = [json.loads(line) for line in (tmp_path / "raw.jsonl").read_text().splitlines()]
-    assert [line["phase"] for line in raw] == ["loop", *["collectives"] * 3, *["sac1"] * 3]
-    train, eager, forced, verdict, *sac = raw
+    assert [line["phase"] for line in raw] == ["loop", *["collectives"] * 3, *["sac1"] * 3, *["recurrent"] * 3]
+    train, eager, forced, verdict, *sac = raw[:-3]
+    # bench_recurrent: a Balance run with MLPs, one with a GRU, each its median iteration after
+    # the third, and their ratio.
+    mlp, memory, ratio = raw[-3:]
+    assert [mlp["policy"], memory["policy"]] == ["mlp", "memory"] and mlp["iterations"] == memory["iterations"] == 2
+    assert "--policy.rnn-type gru" in memory["flags"] and "rnn" not in mlp["flags"]
+    assert 0 < mlp["collection_s"] <= mlp["iteration_s"] and 0 < memory["learning_s"] <= memory["iteration_s"]
+    assert ratio["memory_over_mlp"] == round(memory["iteration_s"] / mlp["iteration_s"], 3)
     # SAC's phase: its CUDA graphs refused on the CPU before a first iteration, the run again
     # eagerly; its metrics lines, evaluated every iteration, each line of its log stamped after
     # the start's epoch; its checkpoints thinned to the first and the newest, back in one file

@@ -1,0 +1,62 @@
+"""What a recurrent policy costs per iteration: the same training with MLPs and with a memory.
+
+    python scripts/bench_recurrent.py                       # the flat quadruped, cpu-locomotion (512 envs)
+    python scripts/bench_recurrent.py --iterations 4 -- --env.num-envs 16 --runner.num-steps-per-env 16
+    python scripts/bench_recurrent.py --device cuda --preset benchmark -- --env.num-envs 4096 --runner.cuda-graphs on
+
+Trains the task's PPO twice in one run, back to back: its MLPs, then an LSTM of 256 x 1 ahead of
+the actor and the critic with windows of 24 steps (`--rnn-*` change it). A JSON line per policy:
+the median seconds of an iteration (collection and learning) over iterations 3 to the last; then
+the ratio, memory over MLP (issue 63's bar: at most 1.5 on the quadruped's CPU preset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from common import parse_with_passthrough
+
+from mjrl.metrics_file import read_metrics
+from mjrl.tools.commands import newest_run, train_command
+
+
+def iteration_seconds(task: str, flags: list[str], log_root: Path) -> dict:
+    """Train `task` with `flags`; the median seconds of its iterations from the fourth on."""
+    subprocess.run(train_command(task, *flags, "--log-root", str(log_root)), check=True, capture_output=True)
+    lines = read_metrics(newest_run(log_root, task))[3:]
+    collection = statistics.median(line["collection_s"] for line in lines)
+    learning = statistics.median(line["learning_s"] for line in lines)
+    total = statistics.median(line["collection_s"] + line["learning_s"] for line in lines)
+    return {"iteration_s": total, "collection_s": collection, "learning_s": learning, "iterations": len(lines)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="Mjrl-Velocity-Flat-Quadruped")
+    parser.add_argument("--preset", default="cpu-locomotion")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--iterations", type=int, default=21, help="iterations of each run (the first 3 not timed)")
+    parser.add_argument("--rnn-type", default="lstm", choices=["lstm", "gru"])
+    parser.add_argument("--rnn-hidden-size", type=int, default=256)
+    parser.add_argument("--rnn-sequence-length", type=int, default=24)
+    args, passthrough = parse_with_passthrough(parser)
+    common = ["--preset", args.preset, "--device", args.device, "--logger", "none", "--runner.eval-interval", "0",
+              "--runner.max-iterations", str(args.iterations), "--seed", "1", *passthrough]  # fmt: skip
+    memory = ["--policy.rnn-type", args.rnn_type, "--policy.rnn-hidden-size", str(args.rnn_hidden_size),
+              "--policy.rnn-sequence-length", str(args.rnn_sequence_length)]  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {}
+        for name, flags in (("mlp", common), ("memory", [*common, *memory])):
+            results[name] = iteration_seconds(args.task, flags, Path(tmp) / name)
+            print(json.dumps({"policy": name, "flags": " ".join(flags), **results[name]}))
+    ratio = results["memory"]["iteration_s"] / results["mlp"]["iteration_s"]
+    print(json.dumps({"task": args.task, "memory_over_mlp": round(ratio, 3), "bar": 1.5, "met": ratio <= 1.5}))
+
+
+if __name__ == "__main__":
+    main()
