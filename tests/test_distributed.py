@@ -36,12 +36,14 @@ def only_run_dir(log_root: Path) -> Path:
 
 
 def checkpoint_sha256(path: Path) -> str:
-    state = load_checkpoint(path)
-    from mjrl.rl.networks import ActorCritic
+    """The digest of the policy a checkpoint holds, rebuilt as play rebuilds it (any kind)."""
+    from mjrl.obs_spec import flat_spec
+    from mjrl.rl.config import PolicyConfig
+    from mjrl.rl.policies import load_policy
 
-    policy = ActorCritic(5, 5, 1, (64, 64), (64, 64), "elu", 1.0, True)
-    policy.load_state_dict(state["policy"])
-    return parameters_sha256(policy)
+    state = load_checkpoint(path)
+    spec = flat_spec(state["obs_dims"])
+    return parameters_sha256(load_policy(state, path, PolicyConfig(), spec, state["num_actions"], torch.device("cpu")))
 
 
 def test_torchrun_two_ranks_one_run_directory_written_by_rank_0(log_root):
@@ -143,11 +145,15 @@ def test_the_launcher_config_leaves_out_what_an_older_torch_lacks(monkeypatch):
         launch.launch_config(LaunchOptions(nproc_per_node=2))
 
 
-@pytest.mark.parametrize("sync", ["gradients", "rollout"])
+@pytest.mark.parametrize("sync", ["gradients", "rollout", "gradients-gru"])
 def test_builtin_launcher_returns_rank_results_with_identical_parameters(log_root, sync):
+    """Two ranks in lockstep: the same weights on both, with either sync mode, and with a
+    recurrent policy (each rank carries its own envs' states; the replica check runs)."""
+    memory = ["--policy.rnn-type", "gru", "--policy.rnn-hidden-size", "8"] if sync.endswith("gru") else []
     result = run_cli(
-        "train", TASK, *SMALL, "--log-root", str(log_root), "--nproc-per-node", "2", "--algorithm.sync", sync
-    )
+        "train", TASK, *SMALL, "--log-root", str(log_root), "--nproc-per-node", "2", "--algorithm.sync",
+        sync.removesuffix("-gru"), "--runner.replica-check-interval", "1", *memory,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result.stdout)
     assert set(summary["ranks"]) == {"0", "1"}
