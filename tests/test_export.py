@@ -273,41 +273,43 @@ RUNTIME_LOOP = re.search(r"<!-- runtime loop -->\n```python\n(.*?)```", EXPORT_D
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
 def test_the_docs_runtime_loop_carries_a_recurrent_state_as_play_does(rnn_type, tmp_path):
     """docs/export.md's ONNX Runtime loop, which carries the state and zeroes it where an
-    episode begins, against the checkpoint's policy as play runs it, over 1,000 steps of 8
-    robots whose 1 s episodes end 50 times each; pt2 as `play --exported` runs it, the same."""
+    episode begins, against the policy as play runs it (its normaliser from the warm-up), over
+    1,000 steps of 8 robots whose 1 s episodes end 50 times each; pt2 as `play --exported` runs
+    it, the same."""
+    from mjrl.distributed.context import single_process
+    from mjrl.runner.config import TrainConfig
+    from mjrl.runner.start import build_run
     from mjrl.tools.export import ExportedPolicy, export_policy
 
-    task_name = "Mjrl-Cartpole-Balance-Positions"
-    result = run_main(
-        "train", task_name, *TINY_RUN[:2], "--logger", "none", "--log-root", str(tmp_path), "--env.num-envs", "8",
-        "--runner.num-steps-per-env", "8", "--algorithm.num-mini-batches", "2", "--runner.max-iterations", "1",
-        "--policy.rnn-type", rnn_type, "--policy.rnn-hidden-size", "16", "--policy.rnn-num-layers", "2",
-        "--export", "onnx",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    run_dir = Path(last_json(result.stdout)["run_dir"])
-    task = load_task(task_name)
-    path, state = load_newest_checkpoint(run_dir)
-    env_cfg = dataclasses.replace(trained_env_config(task, state).for_evaluation(8), episode_length_s=1.0)
-    env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))
-    source = {"task": task_name, "run_dir": run_dir, "checkpoint": path, "iteration": 1, "env_steps": 0}
+    task = load_task("Mjrl-Cartpole-Balance-Positions")
+    cfg = TrainConfig.for_task(task, "ppo")
+    policy_cfg = dataclasses.replace(cfg.policy, rnn_type=rnn_type, rnn_hidden_size=16, rnn_num_layers=2)
+    env_cfg = dataclasses.replace(cfg.env, num_envs=8, episode_length_s=1.0, obs_noise=False)
+    runner = build_run(task, dataclasses.replace(cfg, env=env_cfg, policy=policy_cfg, device="cpu", logger="none",
+                                                 log_root=str(tmp_path)), single_process("cpu"))  # fmt: skip
+    env, policy = runner.env, runner.algorithm.inference_policy()
+    assert policy.actor_normalizer.count > 1  # the warm-up's statistics, folded into the exports
+    source = {"task": task.name, "run_dir": tmp_path, "checkpoint": "-", "iteration": 0, "env_steps": 0}
+    onnx, sidecar = export_policy(env, policy, "onnx", tmp_path / "policy.onnx", source)
     pt2 = ExportedPolicy(export_policy(env, policy, "pt2", tmp_path / "policy.pt2", source)[0], torch.device("cpu"))
-    sidecar = json.loads((run_dir / "exported" / "policy.onnx.json").read_text())
+    memory = json.loads(sidecar.read_text())["recurrent_state"]
     parts = ["h", "c"] if rnn_type == "lstm" else ["h"]
-    assert sidecar["recurrent_state"]["inputs"] == [f"{p}_in" for p in parts]
-    assert sidecar["recurrent_state"]["shape"] == [2, "robots", 16]
+    assert memory["inputs"] == [f"{p}_in" for p in parts] and memory["shape"] == [2, "robots", 16]
 
     namespace: dict = {}
     exec(RUNTIME_LOOP, namespace)
-    runtime = namespace["RecurrentRuntime"](str(run_dir / "exported" / "policy.onnx"), 8)
-    obs, begins, ends, worst = env.obs["actor"], np.ones(8, dtype=bool), 0, {"onnx": 0.0, "pt2": 0.0}
-    for _ in range(1000):
-        expected = policy.act_deterministic(obs)
-        worst["onnx"] = max(worst["onnx"], float(np.abs(runtime.act(obs.numpy(), begins) - expected.numpy()).max()))
-        worst["pt2"] = max(worst["pt2"], float((pt2.act_deterministic(obs) - expected).abs().max()))
-        next_obs, _, terminated, truncated, _ = env.step(expected)
-        dones = terminated | truncated
-        for runner in (policy, pt2):
-            runner.reset(dones)
-        obs, begins, ends = next_obs["actor"], dones.numpy().copy(), ends + int(dones.sum())
+    runtime = namespace["RecurrentRuntime"](str(onnx), 8)
+    obs, begins, ends, worst = env.reset()["actor"], np.ones(8, dtype=bool), 0, {"onnx": 0.0, "pt2": 0.0}
+    policy.reset(torch.ones(8, dtype=torch.bool))
+    with torch.no_grad():
+        for _ in range(1000):
+            expected = policy.act_deterministic(obs)
+            got = runtime.act(obs.numpy(), begins)
+            worst["onnx"] = max(worst["onnx"], float(np.abs(got - expected.numpy()).max()))
+            worst["pt2"] = max(worst["pt2"], float((pt2.act_deterministic(obs) - expected).abs().max()))
+            next_obs, _, terminated, truncated, _ = env.step(expected)
+            dones = terminated | truncated
+            for runner_side in (policy, pt2):
+                runner_side.reset(dones)
+            obs, begins, ends = next_obs["actor"], dones.numpy().copy(), ends + int(dones.sum())
     assert ends == 8 * 50 and max(worst.values()) < TOLERANCE, worst

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEVICE, train_tiny
+from conftest import DEVICE
 
 from mjrl.distributed.context import single_process
 from mjrl.rl.recurrent import RecurrentActorCritic
@@ -114,8 +114,17 @@ def test_a_recurrent_student_stores_the_states_it_acted_from_and_distils_from_a_
     the same rollout lower the behaviour loss."""
     from mjrl.rl.recurrent_distillation import RecurrentDistillation
 
-    teacher_run = train_tiny("Mjrl-Velocity-Flat-Quadruped", tmp_path / "teacher", "--runner.max-iterations", "1",
-                             "--policy.rnn-type", "gru", "--policy.rnn-hidden-size", "8")  # fmt: skip
+    teacher_task = load_task("Mjrl-Velocity-Flat-Quadruped")
+    teacher_cfg = TrainConfig.for_task(teacher_task, "ppo")
+    teacher = build_run(teacher_task, dataclasses.replace(
+        teacher_cfg, env=dataclasses.replace(teacher_cfg.env, num_envs=8), device=DEVICE, logger="none",
+        policy=dataclasses.replace(teacher_cfg.policy, rnn_type="gru", rnn_hidden_size=8),
+        algorithm=dataclasses.replace(teacher_cfg.algorithm, num_mini_batches=2, warm_up_normalizers=False),
+        runner=dataclasses.replace(teacher_cfg.runner, num_steps_per_env=8, max_iterations=1, eval_interval=0),
+        log_root=str(tmp_path / "teacher"),
+    ), single_process(DEVICE))  # fmt: skip
+    teacher.run()
+    teacher_run = teacher.run_dir
     task = load_task("Mjrl-Velocity-Flat-Quadruped-Student")
     cfg = TrainConfig.for_task(task, "distillation")
     runner = build_run(task, dataclasses.replace(
