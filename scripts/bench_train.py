@@ -1,15 +1,13 @@
-"""Training throughput vs bare MuJoCo-Warp physics, measured in one process; or the env alone.
+"""Training throughput vs bare MuJoCo-Warp physics, measured in one process.
 
     python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256 [1024 ...]] [--iterations 10]
         [--device cuda] [--no-graph] [--precision fp32 bf16] [--compile off all] [--settings bf16:all ...]
         [--cuda-graphs on] [--collectives off forced] [--profile-envs 4096 --profile-out FILE]
-    python scripts/bench_train.py --task Mjrl-Velocity-Flat-Quadruped --num-envs 64 --env-steps 100 \
-        [--physics-steps 300]
 
 Per number of envs and setting, a JSON line: the bare and the replayed physics rates, the training
 loop's env steps/s and its share of the replayed physics, peak memory, and a digest of what it
-learned. `--profile-envs N`: the operators of a few profiled iterations. `--env-steps N`: the env's
-own rate beside the bare physics. The fields: docs/benchmarks.md, "How the scripts measure".
+learned. `--profile-envs N`: the operators of a few profiled iterations. The fields:
+docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations
@@ -34,15 +32,13 @@ from mjrl.tools.commands import newest_run
 if TYPE_CHECKING:
     from mjrl.envs import Task
     from mjrl.runner.config import TrainConfig
-    from mjrl.runner.runner import Runner
 
 PRECISIONS, COMPILE_MODES = ("fp32", "tf32", "bf16"), ("off", "step", "update", "all")
 
 
-def physics_rates(task: Task, num_envs: int, steps: int, device: str, repeats: int = 1) -> tuple[float, float]:
-    """World-steps/s of (a loop of bare `mujoco_warp.step` calls, mjrl's replayed substep loop;
-    the bare loop's rate again when the task's config does not capture), each the best of
-    `repeats` timings."""
+def physics_rates(task: Task, num_envs: int, steps: int, device: str) -> tuple[float, float]:
+    """World-steps/s of a loop of bare `mujoco_warp.step` calls and of mjrl's replayed substep
+    loop (the bare loop's again when the task's config does not capture)."""
     import mujoco_warp as mjw
     import warp as wp
 
@@ -62,9 +58,9 @@ def physics_rates(task: Task, num_envs: int, steps: int, device: str, repeats: i
     with wp.ScopedDevice(sim.wp_device):
         for _ in range(20):
             mjw.step(sim.model, sim.data)
-        bare = max(steps * num_envs / timed(lambda: mjw.step(sim.model, sim.data), steps) for _ in range(repeats))
+        bare = steps * num_envs / timed(lambda: mjw.step(sim.model, sim.data), steps)
         sim.step()  # a first replay of the loop the simulation captured when it was built
-        replayed = max(env_steps * sim.cfg.decimation * num_envs / timed(sim.step, env_steps) for _ in range(repeats))
+        replayed = env_steps * sim.cfg.decimation * num_envs / timed(sim.step, env_steps)
     return bare, replayed
 
 
@@ -104,26 +100,20 @@ def training_rate(task: Task, cfg: TrainConfig, skip: int) -> dict:
     }
 
 
-def build_runner(task: Task, cfg: TrainConfig) -> Runner:
-    """A runner built by `train`'s own `build_run` (one process, a run directory under
-    `cfg.log_root`), after one rollout and update: kernels compiled, physics captured,
-    allocator warm."""
+def profile(task: Task, num_envs: int, args: argparse.Namespace, iterations: int = 3) -> None:
+    """Collect and update `iterations` times under torch.profiler, after a first round (kernels
+    compiled, physics captured, allocator warm) by a runner `train`'s `build_run` builds; write
+    the operators with the most self time on the host and on the device."""
+    from torch.profiler import ProfilerActivity
+
     from mjrl.distributed.context import single_process
     from mjrl.runner.start import build_run
 
-    runner = build_run(task, cfg, single_process(cfg.device))
-    runner.collect()
-    runner.algorithm.update()
-    return runner
-
-
-def profile(task: Task, num_envs: int, args: argparse.Namespace, iterations: int = 3) -> None:
-    """Collect and update `iterations` times under torch.profiler (after `build_runner`'s round);
-    write the operators with the most self time on the host and on the device."""
-    from torch.profiler import ProfilerActivity
-
     with tempfile.TemporaryDirectory() as log_root:
-        runner = build_runner(task, train_config(task, num_envs, log_root, args, iterations=iterations))
+        cfg = train_config(task, num_envs, log_root, args, iterations=iterations)
+        runner = build_run(task, cfg, single_process(cfg.device))
+        runner.collect()
+        runner.algorithm.update()
         cuda = runner.env.device.type == "cuda"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with torch.profiler.profile(activities=activities) as prof:
@@ -178,34 +168,6 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
         print(json.dumps(line), flush=True)
 
 
-def env_rate(task: Task, num_envs: int, steps: int) -> float:
-    """Env steps/s of `VecEnv.step` with zero actions on the CPU, the best of three repeats."""
-    from mjrl.envs import VecEnv
-
-    cfg = dataclasses.replace(task.env_cfg, num_envs=num_envs)
-    env = VecEnv(cfg, task.build(cfg), torch.device("cpu"))
-    actions = torch.zeros(num_envs, env.num_actions)
-    for _ in range(10):
-        env.step(actions)
-    rates = []
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(steps):
-            env.step(actions)
-        rates.append(steps * num_envs / (time.perf_counter() - start))
-    return max(rates)
-
-
-def measure_env(task: Task, num_envs: int, args: argparse.Namespace) -> None:
-    """Print the bare physics and the env's rate."""
-    sim = task.env_cfg.sim
-    line = {"task": args.task, "num_envs": num_envs, "nconmax": sim.nconmax, "njmax": sim.njmax,
-            "decimation": sim.decimation}  # fmt: skip
-    line["bare_physics_steps_per_s"] = round(physics_rates(task, num_envs, args.physics_steps, "cpu", 3)[0])
-    line["env_steps_per_s"] = round(env_rate(task, num_envs, args.env_steps))
-    print(json.dumps(line), flush=True)
-
-
 def setting_pair(text: str) -> tuple[str, str]:
     """`--settings`' PRECISION:COMPILE, checked."""
     precision, _, compile_ = text.partition(":")
@@ -233,7 +195,6 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, nargs="+", default=[256])
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--physics-steps", type=int, default=500)
-    parser.add_argument("--env-steps", type=int, default=0, help="time this many env steps instead of training")
     parser.add_argument("--torch-threads", type=int, default=1, help="as `train --torch-threads` (1 on the CPU)")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (cuda:0)")
     parser.add_argument("--no-graph", action="store_true", help="launch every kernel (`--env.sim.graph False`)")
@@ -252,7 +213,7 @@ def main() -> None:
     sim = dataclasses.replace(task.env_cfg.sim, graph=not args.no_graph, deterministic=args.deterministic)
     task = dataclasses.replace(task, env_cfg=dataclasses.replace(task.env_cfg, sim=sim))
     for num_envs in args.num_envs:
-        (measure_env if args.env_steps else measure)(task, num_envs, args)
+        measure(task, num_envs, args)
     if args.profile_envs:
         profile(task, args.profile_envs, args)
 

@@ -254,19 +254,6 @@ def json_lines(output: str) -> list[dict]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-def test_bench_train_times_the_quadrupeds_env_beside_its_bare_physics() -> None:
-    """`bench_train.py --env-steps` (formerly bench_quadruped.py): both rates are measured and the
-    buffers are the task's. (Its former `--check-buffers` is `mjrl buffers`, tests/test_buffers.py.)"""
-    out = run_script("bench_train", "--task", "Mjrl-Velocity-Flat-Quadruped", "--num-envs", "4", "--physics-steps",
-                     "2", "--env-steps", "2").stdout  # fmt: skip
-    (result,) = json_lines(out)
-    from mjrl.tasks import load_task
-
-    sim = load_task("Mjrl-Velocity-Flat-Quadruped").env_cfg.sim
-    assert (result["nconmax"], result["njmax"], result["decimation"]) == (sim.nconmax, sim.njmax, sim.decimation)
-    assert result["num_envs"] == 4 and result["bare_physics_steps_per_s"] > 0 and result["env_steps_per_s"] > 0
-
-
 def test_bench_tracking_tables_the_policy_and_both_baselines_for_each_motion_and_start(tmp_path: Path) -> None:
     """`bench_tracking.py` on a one-iteration tracking run (1 episode each): every motion the run
     trained on, from the clip's start and from random frames, has the policy's figures and both
