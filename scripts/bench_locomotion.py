@@ -7,14 +7,12 @@
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Flat-Humanoid --ranks 2 ...
     python scripts/bench_locomotion.py --task Mjrl-Velocity-Rough-Quadruped --ranks 2 ... [--flat-run-dir FLAT]
     python scripts/bench_locomotion.py --teacher TEACHER_RUN --log-root /work/runs/distill [--iterations 400]
-    python scripts/bench_locomotion.py --throughput [--task Mjrl-Velocity-Rough-Quadruped] [--iterations 8]
     python scripts/bench_locomotion.py --log-root /tmp/loco --no-write --episode-length-s 1 -- --runner.max-iterations 2
 
 The report (its section of docs/benchmarks.md): the policy beside zero actions under each command
 setting of the robot's targets, checked; the rough quadruped's success per terrain type on the
-hardest row; the student beside its teacher, with its ONNX inputs; the learning curves.
-`--throughput`: each robot's CPU training loop. The method: docs/benchmarks.md, "How the scripts
-measure".
+hardest row; the student beside its teacher, with its ONNX inputs; the learning curves. The
+method: docs/benchmarks.md, "How the scripts measure".
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ import math
 import statistics
 import subprocess
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from common import (
@@ -49,7 +46,6 @@ from mjrl.tools.export import read_sidecar
 from mjrl.tools.plots import plot_runs
 from mjrl.tools.targets import (
     GO1,
-    HUMANOID,
     ROUGH,
     STUDENT,
     bounds,
@@ -86,7 +82,7 @@ def train(task: str, args: argparse.Namespace, extra: list[str]) -> Path:
         flags += ["--nproc-per-node", str(args.ranks), "--env.num-envs", str(per_rank)]
     if args.teacher:
         flags += ["--algo", "distillation", "--algorithm.teacher", str(args.teacher)]
-        flags += ["--runner.max-iterations", str(args.iterations or 400)]
+        flags += ["--runner.max-iterations", str(args.iterations)]
     name = "student" if args.teacher else ""
     flags += ["--resume-dir", str(newest_run(args.log_root, task, name))] if args.resume else []
     subprocess.run(train_command(task, *flags, *(["--run-name", name] if name else []), *extra), check=True)
@@ -246,64 +242,6 @@ def report(task: str, run_dir: Path, args: argparse.Namespace) -> tuple[str, boo
     return "\n".join([cpu_run_line(task, run_dir, lines[-1]), "", *body, "", *images]), ok
 
 
-PLAIN, TWO_RANKS = f"{ROUGH} with plain PPO", f"{ROUGH} as 2 ranks"
-Ratios = dict[str, Callable[[dict[str, float]], float]]
-
-
-def setups(task: str, num_envs: int) -> tuple[dict[str, list[str]], Ratios]:
-    """The `train` arguments of each setup `--throughput` times, and the ratios it reports."""
-    envs = ["--env.num-envs", str(num_envs)]
-    if task == ROUGH:  # the terrain's cost
-        return {GO1: [GO1, *envs], ROUGH: [ROUGH, *envs],
-                # Without the symmetry augmentation it trains with, which doubles the update's batch.
-                PLAIN: [ROUGH, *envs, "--algorithm.symmetry.augment", "False"],
-                # The same envs as two ranks: Warp steps the physics on one thread, a rank a core.
-                TWO_RANKS: [ROUGH, "--env.num-envs", str(num_envs // 2), "--nproc-per-node", "2"]}, {
-                "ratio": lambda r: r[ROUGH] / r[GO1], "ratio with plain PPO": lambda r: r[PLAIN] / r[GO1],
-                "2 ranks / 1 rank": lambda r: r[TWO_RANKS] / r[ROUGH]}  # fmt: skip
-    humanoid = [HUMANOID, *envs, "--preset", profile(HUMANOID).preset]
-    return {GO1: [GO1, *envs, "--preset", profile(GO1).preset], HUMANOID: humanoid}, {
-        "humanoid / quadruped": lambda r: r[HUMANOID] / r[GO1]}  # fmt: skip
-
-
-def throughput(task: str, num_envs: int, iterations: int, rounds: int) -> dict:
-    """Training env steps/s of each setup, measured in turn so that a change in load hits all
-    alike, their ratios, and the scene build of the rough task or the humanoid."""
-    with tempfile.TemporaryDirectory() as logs:
-        runs, ratios = setups(task, num_envs)
-        rates: dict[str, list[float]] = {name: [] for name in runs}
-        for round_ in range(rounds):
-            for name, args in runs.items():
-                rates[name].append(
-                    cpu_training_rate(args, Path(logs) / f"{round_}-{name.replace(' ', '-')}", iterations)
-                )
-    result = {name: round(statistics.median(values)) for name, values in rates.items()}
-    result |= {label: round(ratio(result), 3) for label, ratio in ratios.items()}
-    scene = task if task == ROUGH else HUMANOID
-    return {"num_envs": num_envs, **result, f"{scene} scene build (s)": round(scene_build_s(scene), 2)}
-
-
-def cpu_training_rate(args: list[str], log_root: Path, iterations: int) -> float:
-    """Median env steps/s of a short CPU training (`train *args`, the task first) from iteration 3
-    on: the first two include the kernels' warm-up."""
-    command = train_command(*args, "--device", "cpu", "--logger", "none", "--log-root", str(log_root))
-    command += ["--runner.max-iterations", str(iterations), "--runner.eval-interval", "0"]
-    subprocess.run(command, check=True, capture_output=True)
-    return statistics.median(line["steps_per_second"] for line in read_metrics(newest_run(log_root, args[0]))[2:])
-
-
-def scene_build_s(task_name: str) -> float:
-    """Seconds to compose the task's robot and ground (a terrain grid is generated here) into
-    one model and compile it."""
-    import time
-
-    task = load_task(task_name)
-    scene = task.build(task.env_cfg).scene
-    start = time.perf_counter()
-    scene.build()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default=GO1, help="a velocity task (a robot)")
@@ -316,14 +254,8 @@ def main() -> None:
     parser.add_argument("--flat-run-dir", type=Path, help="rough terrain: a flat-trained run beside the rough one")
     parser.add_argument("--teacher", type=Path, help="a flat quadruped's run: train and report on its student")
     parser.add_argument("--no-write", action="store_true", help="print the report only, the curves in the run")
-    parser.add_argument("--throughput", action="store_true", help="time each robot's training loop instead")
-    parser.add_argument("--iterations", type=int, help="per --throughput measurement (8); the student's (400)")
-    parser.add_argument("--rounds", type=int, default=2, help="--throughput measurements per setup")
-    parser.add_argument("--num-envs", type=int, default=512, help="--throughput's envs")
+    parser.add_argument("--iterations", type=int, default=400, help="the student's")
     args, extra = parse_with_passthrough(parser)  # the flags after `--` go to `train`
-    if args.throughput:
-        print(json.dumps(throughput(args.task, args.num_envs, args.iterations or 8, args.rounds), indent=1))
-        return
     task = STUDENT if args.teacher else args.task
     run_dir = args.run_dir or train(task, args, extra)
     text, ok = report(task, run_dir, args)
