@@ -28,7 +28,6 @@ from pathlib import Path
 from common import (
     ROOT,
     cpu_run_line,
-    episode_length,
     parse_with_passthrough,
     play,
     play_args,
@@ -224,7 +223,7 @@ def terrain_report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> t
 
 def report(task: str, run_dir: Path, args: argparse.Namespace) -> tuple[str, bool]:
     """The report, and whether every target was met."""
-    length = episode_length(args.episode_length_s)
+    length = [] if args.episode_length_s is None else ["--env.episode-length-s", f"{args.episode_length_s:g}"]
     if task == ROUGH:
         body, ok = terrain_report(run_dir, args.flat_run_dir, args.episodes)
     else:

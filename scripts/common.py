@@ -1,10 +1,6 @@
-"""What the benchmark scripts share beyond `mjrl.tools.commands` (the command lines, run
-directories and in-process runs of mjrl's commands): tiny runs, `play`'s figures, the targets
-that say what counts as walking, and the Markdown of the reports in docs/benchmarks.md.
-
-Scripts import helpers from here only, never from one another. The top imports only the
-standard library and torch-free parts of mjrl, so that a script that reads metrics starts no
-simulator and the scripts keep the import order mjrl needs (mjrl.sim quiets Warp first).
+"""What the benchmark scripts share beyond `mjrl.tools.commands`: tiny runs, `play`'s figures,
+waiting for rank processes, and the Markdown of the reports in docs/benchmarks.md. Scripts import
+helpers from here only, never from one another; the top imports no torch and no simulator.
 """
 
 from __future__ import annotations
@@ -22,12 +18,10 @@ from typing import TypeVar
 from mjrl.tools.commands import last_json_line, run_commands
 
 ROOT = Path(__file__).resolve().parent.parent
-# A training of milliseconds per iteration (16 envs x 16 steps, no logger), for the benchmarks that
-# time the launcher or compare runs rather than learn.
+# A training of milliseconds per iteration, for the benchmarks that time the launcher or compare runs.
 TINY_CPU_RUN = ("--device", "cpu", "--logger", "none", "--env.num-envs", "16", "--runner.num-steps-per-env", "16",
                 "--algorithm.num-mini-batches", "2")  # fmt: skip
 TINY_SAC_RUN = (*TINY_CPU_RUN[:-2], "--algo", "sac", "--algorithm.batch-size", "64", "--algorithm.buffer-steps", "16")
-"""`TINY_CPU_RUN` for SAC: its ring holds 16 steps of every env, a gradient step reads 64 windows."""
 T = TypeVar("T")
 
 
@@ -43,20 +37,9 @@ def play_args(task: str, episodes: int, source: list[str], commands: list[str], 
     return ["play", task, *source, "--episodes", str(episodes), "--device", device, *commands]
 
 
-def play_each(plays: list[tuple[str, list[str], list[str]]], episodes: int, device: str = "cpu") -> list[dict]:
-    """`play`'s figures for each (task, source, commands) of `plays` (source: `--run-dir RUN`, or
-    `--zero-actions True`), all evaluated by one process."""
-    commands = [play_args(task, episodes, source, flags, device) for task, source, flags in plays]
-    return [last_json_line(output) for output in run_commands(commands)]
-
-
 def play(task: str, episodes: int, source: list[str], commands: list[str], device: str = "cpu") -> dict:
-    return play_each([(task, source, commands)], episodes, device)[0]
-
-
-def episode_length(seconds: float | None) -> list[str]:
-    """The `play` flags of episodes `seconds` long (a benchmark's try-out), none for the task's own."""
-    return [] if seconds is None else ["--env.episode-length-s", f"{seconds:g}"]
+    """`play`'s figures of the policy of `source` (`--run-dir RUN`, or `--zero-actions True`)."""
+    return last_json_line(run_commands([play_args(task, episodes, source, commands, device)])[0])
 
 
 def wait_for(condition: Callable[[], T | None], timeout: float = 300.0) -> T:
