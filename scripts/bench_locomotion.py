@@ -89,8 +89,7 @@ def train(task: str, args: argparse.Namespace, extra: list[str]) -> Path:
 
 
 def policies(task: str, run_dir: Path, teacher: Path | None) -> list[tuple[str, str, list[str]]]:
-    """(name, task, `play` source) of each policy played: the trained one and zero actions (the
-    robot the preset trains: its locked joints), or the teacher and its student."""
+    """(name, task, `play` source): the trained policy and zero actions, or teacher and student."""
     if teacher:
         return [("teacher", GO1, ["--run-dir", str(teacher)]), ("student", task, ["--run-dir", str(run_dir)])]
     locked = load_preset(profile(task).preset).get("env", {}).get("robot", {}).get("locked_joints", [])
@@ -99,8 +98,7 @@ def policies(task: str, run_dir: Path, teacher: Path | None) -> list[tuple[str, 
 
 
 def settings_report(task: str, run_dir: Path, args: argparse.Namespace, length: list[str]) -> tuple[list[str], bool]:
-    """Each policy under each command setting of the task's targets (the student's exported
-    inputs after), and the targets checked on the trained policy or the student."""
+    """Each policy under each command setting, the targets checked, the student's inputs."""
     plays = {(name, cmds): play_args(t, args.episodes, src, [*flags, *length])
              for name, t, src in policies(task, run_dir, args.teacher)
              for cmds, flags in profile(task).settings().items()}  # fmt: skip
@@ -127,8 +125,7 @@ def settings_report(task: str, run_dir: Path, args: argparse.Namespace, length: 
 
 
 def when_met(task: str, lines: list[dict]) -> list[str]:
-    """When the periodic evaluation first met the targets it sees (those of the full command
-    distribution), if the task has any."""
+    """When the periodic evaluation first met the targets it sees (the full command set's)."""
     full = full_set_targets(profile(task).targets)
     if not full:
         return []
@@ -147,28 +144,16 @@ def cell(figure: str, value: float) -> str:
 
 
 def exported_inputs(onnx: Path) -> tuple[list[str], bool]:
-    """The line naming the observation terms the student's ONNX model reads (from its sidecar,
-    checked against the model's own input width, which onnxruntime runs), and whether none is
-    the base's linear velocity."""
-    import numpy as np
-    import onnxruntime
-
+    """The observation terms the student's ONNX model reads (its sidecar's, which `mjrl export`
+    checks against the model's width), and whether none is the base's linear velocity."""
     terms = read_sidecar(onnx).observation_terms
-    session = onnxruntime.InferenceSession(str(onnx))
-    width = session.get_inputs()[0].shape[-1]
-    assert session.run(None, {session.get_inputs()[0].name: np.zeros((1, width), np.float32)})[0].shape == (1, 12)
-    assert sum(t.size for t in terms) == width
-    none = "base_lin_vel" not in [t.name for t in terms]
-    names = ", ".join(t.name for t in terms)
-    return [
-        "",
-        f"Its ONNX model reads {width} numbers: {names}; {'no' if none else 'STILL a'} base linear velocity.",
-    ], none
+    none, names = "base_lin_vel" not in [t.name for t in terms], ", ".join(t.name for t in terms)
+    reads = f"Its ONNX model reads {sum(t.size for t in terms)} numbers: {names}; {'no' if none else 'STILL a'}"
+    return ["", f"{reads} base linear velocity."], none
 
 
 def on_hardest_row(task: str, run_dir: Path, episodes: int, kind: str | None) -> dict:
-    """The policy of `run_dir` (a run of `task`) straight ahead on the rough task's terrain, every
-    env on the hardest row of one type; on flat ground if `kind` is None."""
+    """`play`'s figures of `run_dir` on the hardest row of terrain `kind` (None: flat ground)."""
     straight = ["--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]
     flags = [*profile(GO1).settings()["forward"], *straight, "--env.terrain.kind", "flat" if kind is None else "grid"]
     if kind:
@@ -178,8 +163,7 @@ def on_hardest_row(task: str, run_dir: Path, episodes: int, kind: str | None) ->
 
 
 def terrain_report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> tuple[list[str], bool]:
-    """Success per terrain type on its hardest row (a flat-trained policy beside it), the climb
-    of the terrain levels over training, and the walk on flat ground."""
+    """Success per terrain type on its hardest row, the levels' climb, the walk on flat ground."""
     policies = [("rough-trained", ROUGH, run_dir)] + ([("flat-trained", GO1, flat_run_dir)] if flat_run_dir else [])
     results = {(name, kind): on_hardest_row(task, run, episodes, kind) for name, task, run in policies
                for kind in TERRAIN_TYPES}  # fmt: skip
@@ -198,8 +182,6 @@ def terrain_report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> t
         checks.append(f"- rough-trained minus flat-trained success, in points: {margins}")
     flat, lines = on_hardest_row(ROUGH, run_dir, episodes, None), read_metrics(run_dir)
     per_foot = {k.split("/", 1)[1]: v for k, v in flat.items() if k.startswith("mean_foot_contact_fraction/")}
-    # The level of one iteration moves with the few hundred episodes that ended in it: compare
-    # the means of the first and the last 100 iterations.
     levels = [line["terrain/mean_level"] for line in lines]
     start, end = statistics.mean(levels[:100]), statistics.mean(levels[-100:])
     off_top = sorted({t for line in lines for t in TERRAIN_TYPES if (line.get(f"terrain/promoted_off_top/{t}") or 0)})
@@ -234,7 +216,6 @@ def report(task: str, run_dir: Path, args: argparse.Namespace) -> tuple[str, boo
     prefix = IMAGES.get(task, f"locomotion_cpu_{task.rsplit('-', 1)[-1].lower()}_")
     for x in ("env_steps", "wall_s"):
         out = plot_runs([run_dir], (run_dir if args.no_write else ROOT / "docs/img") / f"{prefix}{x}.png", curves, x=x)
-        # docs/benchmarks.md links its images relative to docs/; elsewhere the path is whole.
         images.append(
             f"![learning curves]({out.relative_to(ROOT / 'docs') if out.is_relative_to(ROOT / 'docs') else out})"
         )

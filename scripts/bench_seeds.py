@@ -51,12 +51,11 @@ def met(task: str, run_dir: Path | None) -> dict | None:
 
 
 def train_until_targets(args: argparse.Namespace, seed: int, extra: list[str]) -> Path:
-    """Train (or continue) one seed until its periodic evaluation meets the targets (unless
-    `--train-through`), the preset's last iteration, or `--time-limit-s` (stopped as by a
-    preemption, so `--resume-dir` continues it). Records the seconds from the command's start."""
+    """Train (or continue) one seed until its periodic evaluation meets the targets or the preset's
+    last iteration; record the seconds from the command's start."""
     task, name = args.task, run_name(seed, args.symmetry, args.algo)
     run_dir = find_run(args.log_root, task, name)
-    if run_dir is not None and not args.train_through and met(task, run_dir):
+    if run_dir is not None and met(task, run_dir):
         return run_dir
     preset = profile(task).preset
     command = train_command(task, "--device", args.device, *(["--preset", preset] if preset else []))
@@ -68,9 +67,8 @@ def train_until_targets(args: argparse.Namespace, seed: int, extra: list[str]) -
     while record is None and process.poll() is None:
         time.sleep(args.poll_s)
         run_dir = run_dir or find_run(args.log_root, task, name)
-        targets_met = not args.train_through and met(task, run_dir) is not None
-        if targets_met or (args.time_limit_s is not None and time.perf_counter() - start > args.time_limit_s):
-            record = {"seed": seed, "targets_met": targets_met, "elapsed_s": round(time.perf_counter() - start, 1)}
+        if met(task, run_dir):
+            record = {"seed": seed, "targets_met": True, "elapsed_s": round(time.perf_counter() - start, 1)}
             process.send_signal(signal.SIGTERM)  # writes a checkpoint and exits
             process.wait()
     record = record or {"seed": seed, "finished": True, "elapsed_s": round(time.perf_counter() - start, 1)}
@@ -154,8 +152,6 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--device", default="cpu", help="where the seeds train and play (cpu, cuda)")
-    parser.add_argument("--time-limit-s", type=float, help="stop each seed's training after this long")
-    parser.add_argument("--train-through", action="store_true", help="train on past the first evaluation meeting them")
     parser.add_argument("--poll-s", type=float, default=15.0, help="how often to read the runs' metrics")
     parser.add_argument("--algo", default="ppo", help="the learner (`train --algo`)")
     args, extra = parse_with_passthrough(parser)  # the flags after `--` go to `train`
