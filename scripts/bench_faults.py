@@ -57,8 +57,7 @@ def iterations(run_dir: Path) -> list[int]:
 
 
 def scenario(name: str, log_root: Path) -> float:
-    """Seconds from the fault `name` to the launcher's exit (`restart`: to the new attempt's
-    first iteration)."""
+    """Seconds from the fault `name` to the launcher's exit (`restart`: to the new attempt's)."""
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     flags = {"raise": ["--fault", "raise@1:1"], "stop": ["--hang-timeout-s", "5"],
              "restart": ["--max-restarts", "1", "--runner.save-interval", "1"]}.get(name, [])  # fmt: skip
@@ -135,9 +134,8 @@ def starts(run_dir: Path) -> list[re.Match]:
 
 
 def recovery(run_dir: Path, starts_before: int, timeout: float) -> tuple[int, int]:
-    """(iterations completed before the job went down, the iteration it went on from), once it
-    has trained again: a restart cuts metrics.jsonl back to its checkpoint, prints its header,
-    then trains. Rank 0's console lines ("it N/...") count the iterations it completed."""
+    """(iterations completed before the job went down, by rank 0's lines "it N/...", the iteration
+    it went on from), once it has trained again."""
     begun = wait_for(lambda: starts(run_dir)[starts_before:], timeout)[0]
     restart_at = int(begun.group(1) or 0)
     wait_for(lambda: len(iterations(run_dir)) > restart_at, timeout)
@@ -155,9 +153,8 @@ def strays(run_dir: Path) -> list[str]:
 
 
 def scheduled_checkpoints(last: int, save_interval: int) -> set[str]:
-    """The checkpoints a run whose last iteration is `last` saves: one at each multiple of the
-    save interval below it, and one at it (the soak saves by iterations only); named as
-    `mjrl.checkpoint.checkpoint_path` names them (imported here, it would bring torch along)."""
+    """The checkpoints a run whose last iteration is `last` saves (as `mjrl.checkpoint` names them,
+    which would bring torch along): at each multiple of the save interval below it, and at it."""
     return {f"model_{i:06d}.pt" for i in [*range(save_interval, last, save_interval), last]}
 
 
@@ -196,8 +193,7 @@ def twin(log_root: Path, save_interval: int, algo: str, count: int) -> dict:
 
 
 def soak(args: argparse.Namespace) -> int:
-    """Fault the job until `--minutes` pass (or `--faults`, or `--sequence`, are done), stop it,
-    check it; 1 if a check failed."""
+    """Fault the job until `--minutes` pass (or `--faults`, or `--sequence`, are done), check it."""
     if args.log_root is None or (args.log_root / TASK).exists():
         raise SystemExit("--soak: give an empty --log-root")
     rng = random.Random(args.seed)
@@ -223,11 +219,8 @@ def soak(args: argparse.Namespace) -> int:
     summary |= {"faults": len(job.records), "run_dir": str(job.run_dir), "algo": args.algo}
     print(json.dumps(summary), flush=True)
     ok = summary["continuous"] and not summary["duplicates"] and summary["plays"] and not summary["stray_files"]
-    return (
-        0
-        if ok and not summary["missing_checkpoints"] and len(summary["off_schedule_checkpoints"]) <= len(job.records)
-        else 1
-    )
+    ok = ok and not summary["missing_checkpoints"] and len(summary["off_schedule_checkpoints"]) <= len(job.records)
+    return 0 if ok else 1
 
 
 def main() -> int:

@@ -25,6 +25,7 @@ from tensordict import TensorDict
 
 from mjrl.envs import VecEnv
 from mjrl.rl.config import AgentConfig, SymmetryConfig
+from mjrl.runner.metrics import episode_metrics, term_metrics
 from mjrl.tasks import load_task
 
 # PPO's settings that rsl_rl names as mjrl does.
@@ -132,19 +133,15 @@ def record_update_trace(alg: RslPPO) -> dict[str, list[float]]:
 
 
 def iteration_metrics(env: VecEnv, alg: RslPPO, trace: dict[str, list[float]]) -> dict[str, float]:
+    """The iteration's metrics as mjrl's runner computes them from the env's statistics, and the update's."""
     stats = {name: value.item() for name, value in env.pop_statistics().items()}
-    ret_sum, len_sum, count = stats["episode_return_sum"], stats["episode_length_sum"], stats["episodes"]
-    steps = max(stats["reward_steps"], 1.0)
-    metrics = {
-        "mean_episode_return": ret_sum / count if count else float("nan"),
-        "mean_episode_length": len_sum / count if count else float("nan"),
+    metrics = episode_metrics(stats) | term_metrics(stats, env.term_names())
+    metrics |= {
         "mean_kl": sum(trace["kl"]) / max(len(trace["kl"]), 1),
         "mean_learning_rate": sum(trace["lr"]) / max(len(trace["lr"]), 1),
         "learning_rate": alg.learning_rate,
         "action_std": alg.actor.output_std.mean().item(),
     }
-    metrics["mean_step_reward"] = sum(stats[name] for name in env.term_names() if name.startswith("reward/")) / steps
-    metrics.update({name: stats[name] / steps for name in env.term_names()})
     trace["kl"].clear()
     trace["lr"].clear()
     return metrics
