@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import time
+from types import SimpleNamespace
 
 import torch
 
@@ -24,37 +25,23 @@ from mjrl.rl import make_algorithm
 from mjrl.rl.algorithm import Transition
 from mjrl.rl.config import AgentConfig, PolicyConfig, SacConfig, SymmetryConfig
 
-
-@dataclasses.dataclass
-class SyntheticEnv:
-    """The shapes a learner is built for (`mjrl.rl.algorithm.EnvInfo`), with no env behind them."""
-
-    num_envs: int
-    num_actions: int
-    obs_dims: dict[str, int]
-    obs_std_floors: dict[str, None] = dataclasses.field(default_factory=lambda: {"actor": None, "critic": None})
-    mirrors: None = None
-    mirror_problem: None = None
-
-    @property
-    def obs_spec(self) -> dict:
-        return flat_spec(self.obs_dims)
-
-
 PRECISIONS = ("fp32", "tf32", "bf16")
 CUDA_MODES = ["fp32", "tf32", "bf16", "graph", "graph-tf32", "graph-bf16", "compile", "graph-compile"]
 
 
-def task_shapes(task_name: str) -> tuple[AgentConfig, dict[str, int], int]:
-    """The task's agent (its PPO settings and networks), its observation widths and actions, read
-    off one env of it on the CPU."""
+def task_shapes(task_name: str, num_envs: int) -> tuple[AgentConfig, SimpleNamespace]:
+    """The task's agent (its PPO settings and networks), and the shapes of `num_envs` of its envs
+    a learner is built for (`mjrl.rl.algorithm.EnvInfo`, no env behind them), read off one env."""
     from mjrl.envs import VecEnv
     from mjrl.tasks import load_task
 
     task = load_task(task_name)
     cfg = dataclasses.replace(task.env_cfg, num_envs=1)
     env = VecEnv(cfg, task.build(cfg), torch.device("cpu"), seed=0)
-    return task.agent_cfg, {"actor": env.obs_dims["actor"], "critic": env.obs_dims["critic"]}, env.num_actions
+    dims = {"actor": env.obs_dims["actor"], "critic": env.obs_dims["critic"]}
+    shapes = SimpleNamespace(num_envs=num_envs, num_actions=env.num_actions, obs_dims=dims, obs_spec=flat_spec(dims),
+                             obs_std_floors=dict.fromkeys(dims), mirrors=None, mirror_problem=None)  # fmt: skip
+    return task.agent_cfg, shapes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +53,7 @@ class SacSections:
     algo: str = "sac"
 
 
-def learner(mode: str, env: SyntheticEnv, steps: int, device: str, agent: AgentConfig, sac: SacConfig | None = None):
+def learner(mode: str, env: SimpleNamespace, steps: int, device: str, agent: AgentConfig, sac: SacConfig | None = None):
     """A learner of `agent` (PPO's, or SAC's with `sac`) whose rollout or ring is filled with the
     same synthetic data in every mode."""
     parts = mode.split("-")
@@ -144,8 +131,7 @@ def main() -> None:
         sac = SacConfig(batch_size=args.batch_size, updates_per_step=args.updates_per_step, buffer_steps=args.steps)
     cuda = torch.device(args.device).type == "cuda"
     modes = args.modes or (CUDA_MODES if cuda else ["fp32", "bf16"])
-    agent, obs_dims, actions = task_shapes(args.task)
-    env = SyntheticEnv(args.num_envs, actions, obs_dims)
+    agent, env = task_shapes(args.task, args.num_envs)
 
     # One update from the same state in each mode: what the mode does to the arithmetic.
     after_one, first_call_s = {}, {}
