@@ -172,10 +172,8 @@ def check(run_dir: Path, args: argparse.Namespace) -> dict:
         "duplicates": len(logged) - len(set(logged)), "plays": play.returncode == 0,
         "stray_files": strays(run_dir),
         "disk_bytes": disk_use(run_dir), "checkpoints": len(names),
-        # A checkpoint with what goes beside it (SAC's newest ring: one file, the newest kept)
         "checkpoint_bytes": max((checkpoints / name).stat().st_size for name in names) + max(bulk, default=0),
         "bulk_files": len(bulk), "checkpoint_names": sorted(names),
-        # Which are off the interval (a stop a fault causes saves one), and which missing.
         "off_schedule_checkpoints": sorted(names - scheduled), "missing_checkpoints": sorted(scheduled - names),
         **({} if args.no_twin else twin(args.log_root, args.save_interval, args.algo, len(logged))),
     }  # fmt: skip

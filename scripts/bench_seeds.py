@@ -82,8 +82,7 @@ def train_until_targets(args: argparse.Namespace, seed: int, extra: list[str]) -
 
 
 def gait_row(task: str, run_dir: Path, args: argparse.Namespace) -> list[str]:
-    """The forward-command figures of the run's last checkpoint: planar error, early ends, and
-    the left-minus-right contact fractions and swing times of each foot pair."""
+    """Forward commands: planar error, early ends, left-minus-right contact and swing per foot pair."""
     forward = play(task, args.episodes, ["--run-dir", str(run_dir)], profile(task).settings()["forward"], args.device)
     robot = load_task(task).env_cfg.robot
     pairs = [(foot, image) for foot in robot.foot_geoms if foot < (image := mirror_name(foot, robot.mirror_names))]
@@ -112,8 +111,7 @@ BY_RETURN = ["env steps to the target", "whole time (s)", "evaluation return whe
 
 
 def seed_row(args: argparse.Namespace, seed: int, name: str, run_dir: Path) -> tuple[list[str], float | None]:
-    """The seed's row: its env steps to the targets, then its gait (a legged robot) or its whole
-    time and the evaluation return where it stopped (a cart-pole); and those env steps, if met."""
+    """The seed's row (env steps to the targets, then its gait or its time and return), those steps."""
     legged, history, first = "forward" in profile(args.task).settings(), read_metrics(run_dir), met(args.task, run_dir)
     steps = f"{first['env_steps'] / 1e6:.{1 if legged else 2}f} M (iteration {first['iteration']})" if first else ""
     steps = steps or (f"not met in {history[-1]['env_steps'] / 1e6:.1f} M" if legged else "not met")

@@ -23,7 +23,6 @@ from mjrl.tools.commands import train_command
 def time_to_lines(task: str, num_envs: int) -> tuple[float, float, float]:
     """Seconds to the header line and to the first iteration line, and the run's peak RSS (MiB)."""
     with tempfile.TemporaryDirectory() as log_root:
-        # The default logger (TensorBoard), as a user's first run has it.
         command = train_command(task, "--device", "cpu", "--log-root", log_root)
         command += ["--env.num-envs", str(num_envs), "--runner.max-iterations", "1"]
         start = time.monotonic()

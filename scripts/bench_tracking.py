@@ -27,8 +27,7 @@ COLUMNS = ("completed", "joint_pos_error", "body_pos_error", "anchor_pos_error",
 
 
 class ReferenceReplay:
-    """The reference's joint positions as targets, open loop: the action whose target is the
-    reference frame's joint position (the first columns of the `motion_command` observation)."""
+    """The reference frame's joint positions (the observation's first columns) as targets, open loop."""
 
     def __init__(self, env: VecEnv) -> None:
         self.offset, self.scale = env.action_offset, env.action_scale

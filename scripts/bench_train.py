@@ -80,8 +80,7 @@ def train_config(task: Task, num_envs: int, log_root: str, args: argparse.Namesp
 
 
 def training_rate(task: Task, cfg: TrainConfig, skip: int) -> dict:
-    """The whole loop's env steps/s, the median collection and learning s per iteration, and the
-    digest of what it learned; the first `skip` iterations left out of the rates."""
+    """The loop's env steps/s and median phase times after `skip` iterations, and what it learned."""
     from mjrl.distributed.context import shutdown_distributed, single_process
     from mjrl.runner.start import train
 
@@ -101,9 +100,8 @@ def training_rate(task: Task, cfg: TrainConfig, skip: int) -> dict:
 
 
 def profile(task: Task, num_envs: int, args: argparse.Namespace, iterations: int = 3) -> None:
-    """Collect and update `iterations` times under torch.profiler, after a first round (kernels
-    compiled, physics captured, allocator warm) by a runner `train`'s `build_run` builds; write
-    the operators with the most self time on the host and on the device."""
+    """Write the operators with the most host and device time of `iterations` rounds of collection
+    and update, after a first round, of a runner `train`'s `build_run` builds."""
     from torch.profiler import ProfilerActivity
 
     from mjrl.distributed.context import single_process
@@ -134,8 +132,7 @@ def profile(task: Task, num_envs: int, args: argparse.Namespace, iterations: int
 
 
 def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
-    """Print the figures of one number of envs as a JSON line per precision and compile mode of
-    `settings` and per collectives setting (the physics measured once)."""
+    """A JSON line per setting and collectives setting at `num_envs` (the physics measured once)."""
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -182,8 +179,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def warm_up(args: argparse.Namespace) -> int:
-    """Iterations left out of the rates: the first (warm-up) and, with the loop's graphs, the
-    second (their capture)."""
+    """Iterations left out of the rates: the warm-up, and with the loop's graphs their capture."""
     return 1 if args.cuda_graphs == "off" else 2
 
 

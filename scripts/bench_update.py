@@ -54,8 +54,7 @@ class SacSections:
 
 
 def learner(mode: str, env: SimpleNamespace, steps: int, device: str, agent: AgentConfig, sac: SacConfig | None = None):
-    """A learner of `agent` (PPO's, or SAC's with `sac`) whose rollout or ring is filled with the
-    same synthetic data in every mode."""
+    """A learner of `agent` (PPO's, or SAC's with `sac`) filled with the same synthetic data."""
     parts = mode.split("-")
     precision = next((part for part in parts if part in PRECISIONS), "fp32")
     # Without symmetry: the synthetic data has no mirror images (the networks are the task's).
@@ -133,7 +132,6 @@ def main() -> None:
     modes = args.modes or (CUDA_MODES if cuda else ["fp32", "bf16"])
     agent, env = task_shapes(args.task, args.num_envs)
 
-    # One update from the same state in each mode: what the mode does to the arithmetic.
     after_one, first_call_s = {}, {}
     for mode in modes:
         try:
@@ -160,7 +158,6 @@ def main() -> None:
             "max_param_diff": float((params - reference).abs().max()),
             "algo": args.algo,
             **({"batch_size": sac.batch_size, "updates_per_step": sac.updates_per_step} if sac else {}),
-            # PPO's mean KL, SAC's critic loss: what the mode does to the update's own figure
             "figure_rel_diff": abs(figure - reference_figure) / abs(reference_figure) if reference_figure else None,
         }), flush=True)  # fmt: skip
 

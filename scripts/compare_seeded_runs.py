@@ -80,8 +80,7 @@ def runs(site: Path, task: str, iterations: int, extra: list[str]) -> list[dict]
     teacher = task.removesuffix(STUDENT_SUFFIX)
     train(site, teacher, log_root / "teacher", 2, [])
     teacher_run = newest_run(log_root / "teacher", teacher)
-    # The former spelling, which every version reads as it meant (the newer ones with a note: the
-    # --algorithm.* flags beside it were PPO's, which distillation ignored).
+    # The former spelling, which every version reads as it meant (the newer ones with a note).
     return train(site, task, log_root, iterations, [*extra, "--distillation.teacher", str(teacher_run)])
 
 
@@ -106,7 +105,6 @@ def main() -> None:
     differ = False
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        # A folder per side, so that one ref given twice is installed and trained twice apart.
         sites = [install(ref, work / side) for side, ref in (("base", args.base), ("other", args.other))]
         for task in args.tasks:
             base, other = (runs(site, task, args.iterations, extra) for site in sites)
