@@ -23,7 +23,7 @@ from mjrl.distributed.context import single_process
 from mjrl.obs_spec import flat_spec
 from mjrl.rl import make_algorithm
 from mjrl.rl.algorithm import Transition
-from mjrl.rl.config import AgentConfig, PolicyConfig, SacConfig, SymmetryConfig
+from mjrl.rl.config import AgentConfig, SacConfig, SymmetryConfig
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 CUDA_MODES = ["fp32", "tf32", "bf16", "graph", "graph-tf32", "graph-bf16", "compile", "graph-compile"]
@@ -44,23 +44,15 @@ def task_shapes(task_name: str, num_envs: int) -> tuple[AgentConfig, SimpleNames
     return task.agent_cfg, shapes
 
 
-@dataclasses.dataclass(frozen=True)
-class SacSections:
-    """A SAC run's algorithm and policy sections (`mjrl.rl.AgentSections`), with the task's networks."""
-
-    algorithm: SacConfig
-    policy: PolicyConfig
-    algo: str = "sac"
-
-
 def learner(mode: str, env: SimpleNamespace, steps: int, device: str, agent: AgentConfig, sac: SacConfig | None = None):
     """A learner of `agent` (PPO's, or SAC's with `sac`) filled with the same synthetic data."""
     parts = mode.split("-")
     precision = next((part for part in parts if part in PRECISIONS), "fp32")
     # Without symmetry: the synthetic data has no mirror images (the networks are the task's).
     agent = agent.replace(precision=precision, num_steps_per_env=steps, symmetry=SymmetryConfig())
-    sections = agent if sac is None else SacSections(dataclasses.replace(sac, learning_starts=0), agent.policy)
-    algorithm = make_algorithm(sections, env, steps, single_process(device), seed=0)
+    if sac is not None:  # a SAC run's sections (`mjrl.rl.AgentSections`), with the task's networks
+        agent = SimpleNamespace(algo="sac", algorithm=dataclasses.replace(sac, learning_starts=0), policy=agent.policy)
+    algorithm = make_algorithm(agent, env, steps, single_process(device), seed=0)
     if "compile" in parts:
         algorithm.compile(rollout=False, update=True)  # the update's losses, as --runner.compile update
     data = torch.Generator().manual_seed(1)  # on the CPU, so every device gets the same numbers
