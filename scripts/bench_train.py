@@ -165,17 +165,9 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
         print(json.dumps(line), flush=True)
 
 
-def setting_pair(text: str) -> tuple[str, str]:
-    """`--settings`' PRECISION:COMPILE, checked."""
-    precision, _, compile_ = text.partition(":")
-    if precision not in PRECISIONS or compile_ not in COMPILE_MODES:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected PRECISION:COMPILE from {PRECISIONS} and {COMPILE_MODES}")
-    return precision, compile_
-
-
 def settings(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(precision, compile mode) pairs: `--settings`, else every precision with every mode."""
-    return args.settings or list(itertools.product(args.precision, args.compile))
+    return [tuple(pair.split(":")) for pair in args.settings] or list(itertools.product(args.precision, args.compile))
 
 
 def warm_up(args: argparse.Namespace) -> int:
@@ -198,7 +190,8 @@ def main() -> None:
     parser.add_argument("--deterministic", action="store_true", help="`--env.sim.deterministic True`")
     parser.add_argument("--precision", nargs="+", default=["fp32"], choices=PRECISIONS, help="`--policy.precision`")
     parser.add_argument("--compile", nargs="+", default=["off"], choices=COMPILE_MODES, help="as --runner.compile")
-    parser.add_argument("--settings", nargs="+", default=[], type=setting_pair, help="PRECISION:COMPILE pairs")
+    pairs = [f"{precision}:{compile_}" for precision, compile_ in itertools.product(PRECISIONS, COMPILE_MODES)]
+    parser.add_argument("--settings", nargs="+", default=[], choices=pairs, metavar="PRECISION:COMPILE")
     parser.add_argument("--collectives", nargs="+", default=["off"], choices=("off", "forced"),
                         help="forced: `--force-collectives True`, the one process issues its collectives")  # fmt: skip
     parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")
