@@ -17,8 +17,8 @@ from mjrl.metrics_file import read_metrics
 TASK = "Mjrl-Cartpole-Balance"
 
 
-def start_run(log_root: Path, *args: str) -> Path:
-    result = run_main("train", TASK, *TINY_RUN, "--log-root", str(log_root), "--runner.max-iterations", "2",
+def start_run(log_root: Path, *args: str, iterations: int = 2) -> Path:
+    result = run_main("train", TASK, *TINY_RUN, "--log-root", str(log_root), "--runner.max-iterations", str(iterations),
                       "--runner.save-interval", "1", *args)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return Path(last_json(result.stdout)["run_dir"])
@@ -48,18 +48,21 @@ def test_a_checkpoint_that_cannot_be_written_leaves_the_previous_one_and_the_run
 
 
 def test_a_metrics_line_that_cannot_be_written_is_cut_back_to_the_last_whole_line(log_root):
-    run_dir = start_run(log_root)
+    # Four lines first: the limit below must let the resume write its config file (a config
+    # grows with every documented setting), so the metrics file must be the larger one.
+    run_dir = start_run(log_root, iterations=4)
     metrics = run_dir / "metrics.jsonl"
     line = len(metrics.read_text().splitlines()[-1]) + 1
-    # Room for the two kept lines and half of a third; checkpoints only at the end.
-    full = run_cli("train", TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "6",
+    assert metrics.stat().st_size > (run_dir / "config.yaml").stat().st_size
+    # Room for the four kept lines and half of a fifth; checkpoints only at the end.
+    full = run_cli("train", TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "8",
                    "--runner.save-interval", "100", file_size_limit=metrics.stat().st_size + line // 2)  # fmt: skip
     assert_one_line_naming(full, metrics)
-    assert [json.loads(text)["iteration"] for text in metrics.read_text().splitlines()] == [0, 1]
+    assert [json.loads(text)["iteration"] for text in metrics.read_text().splitlines()] == [0, 1, 2, 3]
     assert metrics.read_text().endswith("\n")
-    again = run_main("train", TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "3")
+    again = run_main("train", TASK, *TINY_RUN, "--resume-dir", str(run_dir), "--runner.max-iterations", "5")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [row["iteration"] for row in read_metrics(metrics)] == [0, 1, 2]
+    assert [row["iteration"] for row in read_metrics(metrics)] == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.heavy

@@ -42,7 +42,7 @@ def buffer_use(task: Task, env_cfg: Any, steps: int, tumble: bool, seed: int = 0
     if tumble:
         cfg = dataclasses.replace(cfg, random_initial_episode_length=False, episode_length_s=steps)
         spec = dataclasses.replace(spec, terminations={})
-    env, generator = VecEnv(cfg, spec, torch.device("cpu"), seed=seed), torch.Generator().manual_seed(seed)
+    env, generator = VecEnv(cfg, spec, torch.device("cpu"), seed=seed), torch.Generator(device="cpu").manual_seed(seed)
     if tumble and (env.robot is None or env.robot.free_qpos is None):
         return None
     if tumble:
