@@ -80,11 +80,9 @@ class Distillation:
         self.generator = torch.Generator(device=ctx.device)
 
     def trained_parameters(self) -> list[torch.nn.Parameter]:
-        """Only the actor's mean learns (through its memory, if it has one): the exploration
-        noise stays at the policy's init_noise_std, and the critic is not trained."""
-        memories = getattr(self.policy, "memories", {})
-        memory = list(memories["actor"].parameters()) if "actor" in memories else []
-        return [*memory, *self.policy.actor.parameters()]
+        """Only the actor's mean learns: the exploration noise stays at the policy's
+        init_noise_std, and the critic is not trained."""
+        return list(self.policy.actor.parameters())
 
     def storage_fields(self) -> dict[str, Field]:
         """One rollout: the student's raw observations and the teacher's actions."""

@@ -346,7 +346,14 @@ class DeployedActor(nn.Module):
         self.requires_grad_(False)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        actions = self.actor(((obs - self.obs_mean) / self.obs_std).clamp(-self.obs_clip, self.obs_clip))
+        return self.transform(self.actor(self.normalize(obs)))
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        """Raw observations as the actor reads them (the normaliser's statistics as constants)."""
+        return ((obs - self.obs_mean) / self.obs_std).clamp(-self.obs_clip, self.obs_clip)
+
+    def transform(self, actions: torch.Tensor) -> torch.Tensor:
+        """The actor's outputs, as actuator targets when the action transform is folded in."""
         if self.scaled:
             actions = self.action_offset + self.action_scale * actions.clamp(-self.action_clip, self.action_clip)
         return actions

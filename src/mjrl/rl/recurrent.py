@@ -274,10 +274,8 @@ class DeployedRecurrentActor(nn.Module):
         action_clip: float,
     ) -> None:  # fmt: skip
         super().__init__()
-        self.head = DeployedActor(policy, action_offset, action_scale, action_clip)
+        self.head = DeployedActor(policy, action_offset, action_scale, action_clip)  # normaliser, MLP, transform
         self.memory = copy.deepcopy(policy.memories["actor"]).float().cpu().eval()
-        self.head.actor = nn.Identity()  # the normaliser and the transform; the MLP runs after the memory
-        self.mlp = copy.deepcopy(policy.actor).float().cpu().eval()
         self.requires_grad_(False)
 
     @property
@@ -293,9 +291,6 @@ class DeployedRecurrentActor(nn.Module):
         self, obs: torch.Tensor, h_in: torch.Tensor, c_in: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, ...]:
         head = self.head
-        x = ((obs - head.obs_mean) / head.obs_std).clamp(-head.obs_clip, head.obs_clip)
-        out, new = self.memory.rnn(x.unsqueeze(0), h_in if c_in is None else (h_in, c_in))
-        actions = self.mlp(out.squeeze(0))
-        if head.scaled:
-            actions = head.action_offset + head.action_scale * actions.clamp(-head.action_clip, head.action_clip)
+        out, new = self.memory.rnn(head.normalize(obs).unsqueeze(0), h_in if c_in is None else (h_in, c_in))
+        actions = head.transform(head.actor(out.squeeze(0)))
         return (actions, *new) if isinstance(new, tuple) else (actions, new)

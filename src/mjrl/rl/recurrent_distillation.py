@@ -40,6 +40,10 @@ class RecurrentDistillation(Distillation):
         length = min(policy_cfg.rnn_sequence_length, num_steps)
         self.windows = cut_windows(num_steps, num_envs, length, policy_cfg.rnn_burn_in, ctx.device)
 
+    def trained_parameters(self) -> list[torch.nn.Parameter]:
+        """The actor's memory, then its MLP."""
+        return [*self.policy.memories["actor"].parameters(), *super().trained_parameters()]
+
     def storage_fields(self) -> dict[str, Field]:
         memory = self.policy.memories["actor"]
         state = Field((memory.state_layers, memory.hidden_size))

@@ -99,11 +99,8 @@ class RecurrentPPO(PPO):
         self.storage.next_step()
 
     @torch.no_grad()
-    def compute_returns(self, obs: Observations) -> None:
-        self.last_values = self._values(obs["critic"])[0]
-
-    @torch.no_grad()
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        """Values through the critic's current state (PPO's `compute_returns` reads them)."""
         return self._values(critic_obs)[0]
 
     @torch.no_grad()
