@@ -28,13 +28,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from common import TINY_CPU_RUN, TINY_SAC_RUN, rank_pid, wait_for
+from common import TINY_CPU_RUN, TINY_SAC_RUN
 
 from mjrl.metrics_file import read_metrics
 from mjrl.tools.commands import newest_run, play_command, train_command
 
+T = TypeVar("T")
 TASK = "Mjrl-Cartpole-Balance"
 SCENARIOS = ("kill", "raise", "stop", "two-node-kill", "restart")
 HANG_TIMEOUT_S = 10
@@ -42,6 +45,26 @@ RUN_FILES = ("config.yaml", "config.resume-*.yaml", "metrics.jsonl", "ranks/rank
              "checkpoints/bulk_*.pt")  # fmt: skip
 """What a run of the soak writes into its run directory (it logs to no tracker). Anything else is
 a stray: a save's temporary (`.model_*.tmp`, `.bulk_*.tmp`) that no restart cleared away, say."""
+
+
+def wait_for(condition: Callable[[], T | None], timeout: float = 300.0) -> T:
+    """The first true value of `condition()`, polled until `timeout` s. A file not written yet, or
+    cut short while being written, counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if value := condition():
+                return value
+        except (FileNotFoundError, StopIteration, ValueError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError
+
+
+def rank_pid(run_dir: Path, rank: int) -> int:
+    """The newest process of `rank` (its log gains a line per attempt and per resume)."""
+    text = (run_dir / "ranks" / f"rank_{rank}.log").read_text()
+    return int(re.findall(rf"^rank {rank} pid (\d+) ", text, re.M)[-1])
 
 
 def job(log_root: Path, *flags: str, algo: str = "ppo", **popen) -> subprocess.Popen:
@@ -191,16 +214,16 @@ def twin(log_root: Path, save_interval: int, algo: str, count: int) -> dict:
 
 
 def soak(args: argparse.Namespace) -> int:
-    """Fault the job until `--minutes` pass (or `--faults`, or `--sequence`, are done), check it."""
+    """Fault the job until `--minutes` pass (or `--sequence` is done), check it."""
     if args.log_root is None or (args.log_root / TASK).exists():
         raise SystemExit("--soak: give an empty --log-root")
-    rng = random.Random(args.seed)
+    rng = random.Random(0)
     args.log_root.mkdir(parents=True, exist_ok=True)
     job = Soak(args.log_root, args.save_interval, args.algo)
     job.start(resume=False)
     wait_for(lambda: len(iterations(job.run_dir)) > args.save_interval, 600)
     deadline = time.monotonic() + args.minutes * 60
-    while time.monotonic() < deadline and (not args.faults or len(job.records) < args.faults):
+    while time.monotonic() < deadline:
         time.sleep(rng.uniform(*args.gap_s))
         number = len(job.records) + 1
         if args.sequence and number > len(args.sequence):
@@ -228,12 +251,10 @@ def main() -> int:
     parser.add_argument("--soak", action="store_true", help="the chaos soak instead")
     parser.add_argument("--log-root", type=Path, help="the soak's (empty)")
     parser.add_argument("--minutes", type=float, default=20.0, help="how long to inject faults")
-    parser.add_argument("--faults", type=int, default=0, help="stop after this many faults instead (0: no limit)")
     parser.add_argument("--gap-s", type=float, nargs=2, default=(20.0, 60.0), help="seconds between faults")
     parser.add_argument("--preempt-every", type=int, default=4, help="every Nth fault stops and resumes the job")
     parser.add_argument("--save-interval", type=int, default=50, help="iterations between checkpoints")
     parser.add_argument("--sequence", nargs="+", choices=["kill", "stop", "preempt"], help="these faults, in order")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--algo", choices=["ppo", "sac"], default="ppo", help="what the soak's job trains")
     parser.add_argument("--no-twin", action="store_true", help="run no fault-free twin to compare the disk use with")
     args = parser.parse_args()

@@ -18,23 +18,16 @@ method: docs/benchmarks.md, "How the scripts measure".
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
+import platform
 import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
-from common import (
-    ROOT,
-    cpu_run_line,
-    parse_with_passthrough,
-    play,
-    play_args,
-    replace_section,
-    table,
-    verdict,
-)
+from common import ROOT, parse_with_passthrough, play, play_args, table
 
 from mjrl.cli.common import load_preset
 from mjrl.metrics_file import read_metrics
@@ -202,6 +195,36 @@ def terrain_report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> t
     return [play_line, "", *table(header, rows), "", *checks], met
 
 
+def verdict(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def cpu_run_line(task: str, run_dir: Path, last: dict) -> str:
+    """A report's first line: the machine, the date, torch, and the run up to its `last` iteration."""
+    import torch
+
+    return (
+        f"Device: CPU ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads; "
+        f"{datetime.date.today()}; torch {torch.__version__}. `{task}`, run `{run_dir.name}`, "
+        f"{last['iteration'] + 1} iterations, {last['env_steps'] / 1e6:.1f} M env steps, "
+        f"{last['wall_s'] / 60:.0f} min of training ({last['env_steps'] / last['wall_s']:.0f} env steps/s)."
+    )
+
+
+def replace_section(key: str, heading: str, text: str) -> None:
+    """Put `text` between the markers of `key` in docs/benchmarks.md, or append it under a new heading."""
+    path = ROOT / "docs/benchmarks.md"
+    doc = path.read_text()
+    begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
+    section = f"{begin}\n{text}\n{end}"
+    if begin in doc:
+        head, rest = doc.split(begin, 1)
+        doc = head + section + rest.split(end, 1)[1]
+    else:
+        doc += f"\n## {heading}\n\n{section}\n"
+    path.write_text(doc)
+
+
 def report(task: str, run_dir: Path, args: argparse.Namespace) -> tuple[str, bool]:
     """The report, and whether every target was met."""
     length = [] if args.episode_length_s is None else ["--env.episode-length-s", f"{args.episode_length_s:g}"]
@@ -213,11 +236,10 @@ def report(task: str, run_dir: Path, args: argparse.Namespace) -> tuple[str, boo
     logged = set().union(*lines)
     curves = [m for m in CURVES if m in logged and not (m == "learning_rate" and "mean_learning_rate" in logged)]
     prefix = IMAGES.get(task, f"locomotion_cpu_{task.rsplit('-', 1)[-1].lower()}_")
+    folder = run_dir if args.no_write else ROOT / "docs/img"
     for x in ("env_steps", "wall_s"):
-        out = plot_runs([run_dir], (run_dir if args.no_write else ROOT / "docs/img") / f"{prefix}{x}.png", curves, x=x)
-        images.append(
-            f"![learning curves]({out.relative_to(ROOT / 'docs') if out.is_relative_to(ROOT / 'docs') else out})"
-        )
+        out = plot_runs([run_dir], folder / f"{prefix}{x}.png", curves, x=x)
+        images.append(f"![learning curves]({out if args.no_write else out.relative_to(ROOT / 'docs')})")
     return "\n".join([cpu_run_line(task, run_dir, lines[-1]), "", *body, "", *images]), ok
 
 
@@ -241,8 +263,7 @@ def main() -> None:
     print(text)
     if not args.no_write:
         key = SECTIONS.get(task, f"bench_locomotion:{task}")
-        markers = (f"<!-- {key}:begin -->", f"<!-- {key}:end -->")
-        replace_section(markers, f"Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`", text)
+        replace_section(key, f"Locomotion on the CPU, `{task}`: `scripts/bench_locomotion.py`", text)
     print(json.dumps({"targets_met": ok}))
 
 

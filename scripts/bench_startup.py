@@ -2,7 +2,7 @@
 kernel cache), and its peak RSS.
 
     python scripts/bench_startup.py [--repeats 3] [--task Mjrl-Cartpole-Balance] [--num-envs 256]
-    python scripts/bench_startup.py --phases    # where the memory goes, phase by phase
+    python scripts/bench_startup.py --phases    # where the memory goes, phase by phase (mjrl.tools.memory)
 
 The method: docs/benchmarks.md, "How the scripts measure".
 """
@@ -18,6 +18,7 @@ import tempfile
 import time
 
 from mjrl.tools.commands import train_command
+from mjrl.tools.memory import memory_phases
 
 
 def time_to_lines(task: str, num_envs: int) -> tuple[float, float, float]:
@@ -45,55 +46,6 @@ def import_floor() -> float:
     return time.monotonic() - start
 
 
-PHASES = """
-import json, sys, time
-start = time.monotonic()
-def peak(phase):
-    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
-    mib = lambda key: round(int(status[key].split()[0]) / 1024)
-    print(json.dumps({"phase": phase, "peak_rss_mib": mib("VmHWM"), "rss_mib": mib("VmRSS"),
-                      "anon_mib": mib("RssAnon"), "file_mib": mib("RssFile"),
-                      "s": round(time.monotonic() - start, 2)}), flush=True)
-peak("python")
-import torch
-peak("import torch")
-import warp, mujoco_warp
-peak("import warp, mujoco_warp")
-import dataclasses
-from mjrl.distributed.context import single_process
-from mjrl.envs import VecEnv
-from mjrl.rl import make_algorithm
-from mjrl.rl.algorithm import rollout_step
-from mjrl.runner.config import TrainConfig
-from mjrl.tasks import load_task
-task = load_task(sys.argv[1])
-cfg = dataclasses.replace(task.env_cfg, num_envs=int(sys.argv[2]))
-peak("import mjrl, load the task")
-spec = task.build(cfg)
-peak("scene (MJCF, terms)")
-env = VecEnv(cfg, spec, torch.device("cpu"), seed=1)
-peak("env (kernels loaded or compiled, first reset)")
-steps = TrainConfig.for_task(task).runner.num_steps_per_env
-algorithm = make_algorithm(task.agent_cfg, env, steps, single_process("cpu"), seed=1)
-peak("learner")
-obs = env.obs
-for _ in range(steps):
-    obs = rollout_step(env, algorithm, obs)
-algorithm.compute_returns(obs)
-peak("first rollout")
-algorithm.update()
-peak("first update")
-"""
-
-
-def phases(task: str, num_envs: int) -> list[dict]:
-    """The peak RSS after each piece of a run built as `train` builds it, in a fresh process."""
-    out = subprocess.run(
-        [sys.executable, "-c", PHASES, task, str(num_envs)], capture_output=True, text=True, check=True
-    )
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="Mjrl-Cartpole-Balance")
@@ -102,7 +54,7 @@ def main() -> None:
     parser.add_argument("--phases", action="store_true", help="the peak RSS phase by phase instead")
     args = parser.parse_args()
     if args.phases:
-        for line in phases(args.task, args.num_envs):
+        for line in memory_phases(args.task, args.num_envs):
             print(json.dumps({"task": args.task, "num_envs": args.num_envs, **line}))
         return
     time_to_lines(args.task, args.num_envs)  # warm the kernel cache

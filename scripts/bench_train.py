@@ -1,7 +1,7 @@
 """Training throughput vs bare MuJoCo-Warp physics, measured in one process.
 
     python scripts/bench_train.py [--task Mjrl-Cartpole-Balance] [--num-envs 256 [1024 ...]] [--iterations 10]
-        [--device cuda] [--no-graph] [--precision fp32 bf16] [--compile off all] [--settings bf16:all ...]
+        [--device cuda] [--no-graph] [--settings fp32:off bf16:all ...]
         [--cuda-graphs on] [--collectives off forced] [--profile-envs 4096 --profile-out FILE]
 
 Per number of envs and setting, a JSON line: the bare and the replayed physics rates, the training
@@ -70,7 +70,7 @@ def train_config(task: Task, num_envs: int, log_root: str, args: argparse.Namesp
     from mjrl.runner.config import TrainConfig
 
     defaults = TrainConfig.for_task(task)
-    iterations = iterations or args.iterations + warm_up(args)
+    iterations = iterations or args.iterations + warm_up(args.cuda_graphs)
     runner = dataclasses.replace(defaults.runner, max_iterations=iterations, save_interval=10**6, eval_interval=0,
                                  cuda_graphs=args.cuda_graphs, compile=compile_)  # fmt: skip
     return dataclasses.replace(
@@ -79,8 +79,8 @@ def train_config(task: Task, num_envs: int, log_root: str, args: argparse.Namesp
     )  # fmt: skip
 
 
-def training_rate(task: Task, cfg: TrainConfig, skip: int) -> dict:
-    """The loop's env steps/s and median phase times after `skip` iterations, and what it learned."""
+def training_rate(task: Task, cfg: TrainConfig) -> dict:
+    """The loop's env steps/s and median phase times after its warm-up, and what it learned."""
     from mjrl.distributed.context import shutdown_distributed, single_process
     from mjrl.runner.start import train
 
@@ -89,7 +89,7 @@ def training_rate(task: Task, cfg: TrainConfig, skip: int) -> dict:
     finally:
         shutdown_distributed()  # the group of one of --force-collectives
     run_dir = newest_run(Path(cfg.log_root), task.name)
-    metrics = read_metrics(run_dir)[skip:]
+    metrics = read_metrics(run_dir)[warm_up(cfg.runner.cuda_graphs) :]
     steps = len(metrics) * cfg.env.num_envs * cfg.runner.num_steps_per_env
     return {
         "training_env_steps_per_s": steps / sum(m["collection_s"] + m["learning_s"] for m in metrics),
@@ -138,12 +138,11 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
         torch.cuda.reset_peak_memory_stats()
     bare, replayed = physics_rates(task, num_envs, args.physics_steps, args.device)
     decimation = task.env_cfg.sim.decimation
-    for (precision, compile_), collectives in itertools.product(settings(args), args.collectives):
+    for setting, collectives in itertools.product(args.settings, args.collectives):
+        precision, compile_ = setting.split(":")
         with tempfile.TemporaryDirectory() as log_root:
             cfg = train_config(task, num_envs, log_root, args, precision, compile_)
-            rates = training_rate(
-                task, dataclasses.replace(cfg, force_collectives=collectives == "forced"), warm_up(args)
-            )
+            rates = training_rate(task, dataclasses.replace(cfg, force_collectives=collectives == "forced"))
         trained, collection_s = rates["training_env_steps_per_s"], rates["collection_s"]
         rollout_steps = num_envs * task.agent_cfg.runner.num_steps_per_env
         line = {
@@ -165,14 +164,9 @@ def measure(task: Task, num_envs: int, args: argparse.Namespace) -> None:
         print(json.dumps(line), flush=True)
 
 
-def settings(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(precision, compile mode) pairs: `--settings`, else every precision with every mode."""
-    return [tuple(pair.split(":")) for pair in args.settings] or list(itertools.product(args.precision, args.compile))
-
-
-def warm_up(args: argparse.Namespace) -> int:
+def warm_up(cuda_graphs: str) -> int:
     """Iterations left out of the rates: the warm-up, and with the loop's graphs their capture."""
-    return 1 if args.cuda_graphs == "off" else 2
+    return 1 if cuda_graphs == "off" else 2
 
 
 def main() -> None:
@@ -188,10 +182,9 @@ def main() -> None:
     parser.add_argument("--no-graph", action="store_true", help="launch every kernel (`--env.sim.graph False`)")
     parser.add_argument("--cuda-graphs", default="off", choices=("off", "on", "auto"), help="the loop as graphs")
     parser.add_argument("--deterministic", action="store_true", help="`--env.sim.deterministic True`")
-    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=PRECISIONS, help="`--policy.precision`")
-    parser.add_argument("--compile", nargs="+", default=["off"], choices=COMPILE_MODES, help="as --runner.compile")
     pairs = [f"{precision}:{compile_}" for precision, compile_ in itertools.product(PRECISIONS, COMPILE_MODES)]
-    parser.add_argument("--settings", nargs="+", default=[], choices=pairs, metavar="PRECISION:COMPILE")
+    parser.add_argument("--settings", nargs="+", default=["fp32:off"], choices=pairs, metavar="PRECISION:COMPILE",
+                        help="`--policy.precision` and `--runner.compile` pairs, each run in turn")  # fmt: skip
     parser.add_argument("--collectives", nargs="+", default=["off"], choices=("off", "forced"),
                         help="forced: `--force-collectives True`, the one process issues its collectives")  # fmt: skip
     parser.add_argument("--profile-envs", type=int, default=0, help="profile a few iterations at this many envs")

@@ -115,38 +115,30 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=None, help="default: fp32 bf16 on the CPU, all of them on CUDA")
     parser.add_argument("--algo", choices=["ppo", "sac"], default="ppo")
     parser.add_argument("--batch-size", type=int, default=SacConfig.batch_size, help="SAC's, per gradient step")
-    parser.add_argument("--updates-per-step", type=int, default=SacConfig.updates_per_step, help="SAC's")
     args = parser.parse_args()
-    sac = None
-    if args.algo == "sac":
-        sac = SacConfig(batch_size=args.batch_size, updates_per_step=args.updates_per_step, buffer_steps=args.steps)
+    sac = SacConfig(batch_size=args.batch_size, buffer_steps=args.steps) if args.algo == "sac" else None
     cuda = torch.device(args.device).type == "cuda"
     modes = args.modes or (CUDA_MODES if cuda else ["fp32", "bf16"])
     agent, env = task_shapes(args.task, args.num_envs)
 
-    after_one, first_call_s = {}, {}
-    for mode in modes:
+    reference = reference_figure = None  # the first mode's parameters and figure after one update
+    for mode in sorted(modes, key=lambda mode: mode != "fp32"):  # fp32 first: the others are compared with it
         try:
             algorithm = learner(mode, env, args.steps, args.device, agent, sac)
             began = time.perf_counter()
-            sums = algorithm.update()
-            first_call_s[mode] = time.perf_counter() - began  # with a compile, mostly the compile
-        except Exception as exc:  # a mode this machine cannot run (a compiler missing)
-            print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
-            continue
-        after_one[mode] = (torch.cat([p.detach().flatten() for p in algorithm.parameters()]), first_figure(sums))
-    reference, reference_figure = after_one.get("fp32", next(iter(after_one.values()), (None, None)))
-    for mode in after_one:
-        try:
+            figure = first_figure(algorithm.update())
+            first_update_s = time.perf_counter() - began  # with a compile, mostly the compile
+            params = torch.cat([p.detach().flatten() for p in algorithm.parameters()])
             host, device = timed_updates(learner(mode, env, args.steps, args.device, agent, sac), mode, args.repeats)
-        except Exception as exc:  # a graph on the CPU, or a capture this GPU refuses
+        except Exception as exc:  # a mode this machine cannot run: a compiler missing, a graph on the CPU
             print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
             continue
-        params, figure = after_one[mode]
+        if reference is None:
+            reference, reference_figure = params, figure
         print(json.dumps({
             "mode": mode, "device": args.device, "task": args.task, "num_envs": args.num_envs, "steps": args.steps,
             "actor_hidden_dims": list(agent.policy.actor_hidden_dims),
-            "host_s": round(host, 4), "device_s": round(device, 4), "first_update_s": round(first_call_s[mode], 2),
+            "host_s": round(host, 4), "device_s": round(device, 4), "first_update_s": round(first_update_s, 2),
             "max_param_diff": float((params - reference).abs().max()),
             "algo": args.algo,
             **({"batch_size": sac.batch_size, "updates_per_step": sac.updates_per_step} if sac else {}),

@@ -225,10 +225,10 @@ def test_bench_seeds_trains_a_cart_pole_per_algorithm_and_tables_each_seeds_whol
 
 def test_bench_startup_times_a_first_run_and_bounds_the_memory_it_allocates() -> None:
     """Issue 61: `bench_startup.py` times a 1-iteration Balance run at 256 envs and gives its
-    peak RSS; `--phases` splits the memory by piece, in order. The bound is on the process's own
-    memory (RssAnon, 295 MiB here): its peak RSS also counts the libraries' pages the page cache
-    holds, 525 MiB with the venv's libraries partly evicted and 654 MiB in a fresh venv, the same
-    code and versions (docs/benchmarks.md, "Start-up and memory")."""
+    peak RSS; `--phases` (`mjrl.tools.memory`) splits the memory by piece, in order. The bound is
+    on the process's own memory (RssAnon, 295 MiB here): its peak RSS also counts the libraries'
+    pages the page cache holds, 525 MiB with the venv's libraries partly evicted and 654 MiB in a
+    fresh venv, the same code and versions (docs/benchmarks.md, "Start-up and memory")."""
 
     def lines(*args: str) -> list[dict]:
         return json_lines(run_script("bench_startup", *args).stdout)
