@@ -23,23 +23,32 @@ def rollout(memory: Memory, x: torch.Tensor, dones: torch.Tensor, state: torch.T
 
 
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
-def test_a_window_without_episode_ends_is_one_call_of_the_network(rnn_type):
+def test_the_written_out_cells_are_torchs_network(rnn_type):
+    """`Memory` steps its LSTM or GRU itself; over a window without episode ends, and one step at
+    a time, it gives what torch's `nn.LSTM`/`nn.GRU` of the same parameters gives (what export
+    runs), two layers deep."""
     torch.manual_seed(0)
     memory = Memory(5, rnn_type, 8, num_layers=2)
     x, state = torch.randn(6, 3, 5), torch.randn(memory.state_layers, 3, 8)
+    torch_state = tuple(state.chunk(2)) if rnn_type == "lstm" else state
+    whole, whole_final = memory.rnn(x, torch_state)
+    whole_final = torch.cat(whole_final) if rnn_type == "lstm" else whole_final
     out, final = memory(x, state, torch.zeros(6, 3, dtype=torch.bool))
-    whole, whole_final = memory.rnn(x, memory._unpack(state))
     torch.testing.assert_close(out, whole)
-    torch.testing.assert_close(final, memory._pack(whole_final))
+    torch.testing.assert_close(final, whole_final)
+    first, after_first = memory.step(x[0], state)
+    torch.testing.assert_close(first, whole[0])
+    torch.testing.assert_close(memory.step(x[1], after_first)[0], whole[1])
 
 
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
-@pytest.mark.parametrize(("length", "burn_in"), [(4, 0), (3, 2), (7, 7), (10, 3)])
+@pytest.mark.parametrize(("length", "burn_in"), [(4, 0), (3, 2), (7, 7), (10, 3), (7, 0)])
 def test_windows_padded_and_masked_replay_the_step_by_step_rollout(rnn_type, length, burn_in):
     """A rollout of 7 steps of 5 envs with episodes ending at random steps: every window (its
     stored first state, its burn-in, the state zeroed where an episode begins, padding before
     the rollout and after it) gives at each of its loss positions the rollout's own output, and
-    each step of each env is a loss position exactly once."""
+    each step of each env is a loss position exactly once. Windows without padding (7 steps in
+    one window of 7) run without a mask, as the update runs them."""
     torch.manual_seed(1)
     steps, envs = 7, 5
     memory = Memory(4, rnn_type, 6)
@@ -51,8 +60,10 @@ def test_windows_padded_and_masked_replay_the_step_by_step_rollout(rnn_type, len
     windows = cut_windows(steps, envs, length, burn_in)
     first_step, first_env = windows.first
     state = stored[first_step, :, first_env].transpose(0, 1)  # (S, B, H)
+    assert windows.padded == bool((~windows.valid).any())
+    valid = windows.valid if windows.padded else None
     with torch.no_grad():
-        out, _ = memory(x[windows.step, windows.env], state, window_starts(windows, episode_start), windows.valid)
+        out, _ = memory(x[windows.step, windows.env], state, window_starts(windows, episode_start), valid)
     got = out[windows.loss]
     want = expected[windows.step, windows.env][windows.loss]
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

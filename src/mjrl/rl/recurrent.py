@@ -16,7 +16,6 @@ the rollout, which is the same as cutting the window there and padding both part
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import math
@@ -25,6 +24,7 @@ from typing import Literal
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from mjrl.rl.config import PolicyConfig
 from mjrl.rl.networks import ActorCritic, DeployedActor, mlp
@@ -32,21 +32,16 @@ from mjrl.rl.networks import ActorCritic, DeployedActor, mlp
 RnnType = Literal["lstm", "gru"]
 
 
-@contextlib.contextmanager
-def _without_onednn() -> Iterator[None]:
-    """oneDNN's kernels off (`torch.backends.mkldnn.flags` would also touch its TF32 setting,
-    which warns on every CPU)."""
-    before = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
-    try:
-        yield
-    finally:
-        torch.backends.mkldnn.enabled = before
-
-
 class Memory(nn.Module):
     """An LSTM or GRU of `num_layers` layers of `hidden_size`, read one step at a time (the
-    rollout, play, export) or over a window of steps with episode starts inside (the update)."""
+    rollout, play) or over a window of steps with episode starts inside (the update).
+
+    The parameters are an `nn.LSTM`'s or `nn.GRU`'s (`rnn`: what checkpoints hold and export
+    runs), but the steps are written out here (torch's cell equations): a window's input
+    projection is one matrix product over all its steps, and each step is plain matrix products
+    and elementwise functions, which bf16 autocast speeds up and a CUDA graph replays. torch's
+    fused RNN cost 1.6-4 times as much in bf16 on the CPU (oneDNN's, whose training workspace a
+    replayed capture does not rewrite, had to stay off), and was no faster in fp32."""
 
     def __init__(self, input_dim: int, rnn_type: RnnType, hidden_size: int, num_layers: int = 1) -> None:
         super().__init__()
@@ -65,22 +60,49 @@ class Memory(nn.Module):
         """The zero state an episode begins with, (S, N, H)."""
         return torch.zeros(self.state_layers, num_envs, self.hidden_size, device=device)
 
-    def _unpack(self, state: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        if self.rnn_type == "gru":
-            return state.contiguous()
-        h, c = state.chunk(2)
-        return h.contiguous(), c.contiguous()
+    def _project(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        """The input's part of layer `layer`'s gates, (..., G x H), for any number of steps at once
+        (an LSTM's recurrent bias folded in: it is added at every step alike)."""
+        bias = getattr(self.rnn, f"bias_ih_l{layer}")
+        if self.rnn_type == "lstm":
+            bias = bias + getattr(self.rnn, f"bias_hh_l{layer}")
+        return F.linear(x, getattr(self.rnn, f"weight_ih_l{layer}"), bias)
 
-    def _pack(self, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        return torch.cat(state) if isinstance(state, tuple) else state
+    def _cell(self, layer: int, gx: torch.Tensor, h: torch.Tensor, c: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """One step of layer `layer` from its input projection `gx` (N, G x H) and its state
+        (h, and c for an LSTM; each (N, H), float32) -> the next (h, c): torch's equations,
+        the gates' arithmetic in float32."""
+        gh = F.linear(h, getattr(self.rnn, f"weight_hh_l{layer}"))
+        if self.rnn_type == "lstm":
+            i, f, g, o = (gx + gh).float().chunk(4, dim=-1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(c), c
+        gh = gh.float() + getattr(self.rnn, f"bias_hh_l{layer}")
+        xr, xz, xn = gx.float().chunk(3, dim=-1)
+        hr, hz, hn = gh.chunk(3, dim=-1)
+        r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+        n = torch.tanh(xn + r * hn)
+        return n + z * (h - n), None  # (1 - z) n + z h
+
+    def _layers(self, state: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """A state (S, N, H) as (h, c) per layer (c None for a GRU)."""
+        layers = self.num_layers
+        if self.rnn_type == "gru":
+            return [(state[i], None) for i in range(layers)]
+        return [(state[i], state[layers + i]) for i in range(layers)]
+
+    def _state(self, layers: list[tuple[torch.Tensor, torch.Tensor | None]]) -> torch.Tensor:
+        """The inverse of `_layers`."""
+        hs = [h for h, _ in layers]
+        return torch.stack(hs if self.rnn_type == "gru" else hs + [c for _, c in layers])
 
     def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step for every env: inputs (N, D), state (S, N, H) -> outputs (N, H), next state."""
-        # Not oneDNN's kernel on the CPU: its training workspace is an output that a replayed
-        # capture does not rewrite, and torch's own kernels were as fast at these sizes.
-        with _without_onednn():
-            out, new = self.rnn(x.unsqueeze(0), self._unpack(state))
-        return out.squeeze(0), self._pack(new)
+        layers = []
+        for layer, (h, c) in enumerate(self._layers(state)):
+            x, c = self._cell(layer, self._project(layer, x), h, c)
+            layers.append((x, c))
+        return x, self._state(layers)
 
     def forward(
         self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor, valid: torch.Tensor | None = None
@@ -89,14 +111,25 @@ class Memory(nn.Module):
         an episode begins (L, B) bool (the state is zeroed before that step, so neither the
         state nor its gradient crosses an episode's end) and, optionally, which positions are
         steps at all (L, B) bool (padding leaves the state as it is) -> outputs (L, B, H; those
-        of padding are meaningless), the state after the last step."""
-        outputs = []
-        for t in range(x.shape[0]):
-            state = reset_state(state, starts[t])
-            out, new = self.step(x[t], state)
-            state = new if valid is None else torch.where(valid[t].view(1, -1, 1), new, state)
-            outputs.append(out)
-        return torch.stack(outputs), state
+        of padding are meaningless), the state after the last step. Layer by layer: each
+        layer's steps read the layer below's outputs, all projected at once."""
+        keep = ~starts.unsqueeze(-1)  # (L, B, 1)
+        kept = None if valid is None else valid.unsqueeze(-1)
+        layers = []
+        for layer, (h, c) in enumerate(self._layers(state)):
+            outputs = []
+            # unbind, not indexing: each step's slice would otherwise get a full-size gradient
+            for t, gx in enumerate(self._project(layer, x).unbind(0)):
+                h, c = torch.where(keep[t], h, 0.0), None if c is None else torch.where(keep[t], c, 0.0)
+                new_h, new_c = self._cell(layer, gx, h, c)
+                outputs.append(new_h)
+                if kept is None:
+                    h, c = new_h, new_c
+                else:
+                    h, c = torch.where(kept[t], new_h, h), None if c is None else torch.where(kept[t], new_c, c)
+            x = torch.stack(outputs)
+            layers.append((h, c))
+        return x, self._state(layers)
 
 
 def reset_state(state: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
@@ -120,6 +153,9 @@ class Windows:
     """bool: a step of the rollout (False: padding before the rollout's start or after its end)."""
     loss: torch.Tensor
     """bool: a valid step of the chunk itself, whose loss counts (False: burn-in and padding)."""
+    padded: bool
+    """Whether any position is padding (known from the shapes alone): where none is, the update
+    passes no `valid` mask, which saves the memory two selections a step."""
 
     @property
     def first(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,7 +174,8 @@ def cut_windows(steps: int, envs: int, length: int, burn_in: int = 0, device: to
     env = torch.arange(envs, device=device).repeat_interleave(chunks).view(1, -1).expand_as(step)
     valid = (step >= 0) & (step < steps)
     loss = valid & (offsets >= 0).view(-1, 1)
-    return Windows(step.clamp(0, steps - 1), env.contiguous(), valid, loss)
+    padded = burn_in > 0 or steps % length != 0
+    return Windows(step.clamp(0, steps - 1), env.contiguous(), valid, loss, padded)
 
 
 def window_starts(windows: Windows, episode_start: torch.Tensor) -> torch.Tensor:
@@ -217,8 +254,8 @@ class RecurrentActorCritic(ActorCritic):
             yield from self.memories["critic"].parameters()
 
     def window_features(
-        self, net: str, x: torch.Tensor, state: torch.Tensor | None, starts: torch.Tensor, valid: torch.Tensor,
-        burn_in: int = 0,
+        self, net: str, x: torch.Tensor, state: torch.Tensor | None, starts: torch.Tensor,
+        valid: torch.Tensor | None, burn_in: int = 0,
     ) -> torch.Tensor:  # fmt: skip
         """What `net`'s MLP reads over windows of normalised observations (W, B, D) from their
         stored states (S, B, H), zeroed where an episode starts (see `Memory.forward`), at the
@@ -230,8 +267,8 @@ class RecurrentActorCritic(ActorCritic):
         with self.matmul_precision():
             if burn_in:
                 with torch.no_grad():
-                    state = memory(x[:burn_in], state, starts[:burn_in], valid[:burn_in])[1]
-            return memory(x[burn_in:], state, starts[burn_in:], valid[burn_in:])[0].float()
+                    state = memory(x[:burn_in], state, starts[:burn_in], valid if valid is None else valid[:burn_in])[1]
+            return memory(x[burn_in:], state, starts[burn_in:], valid if valid is None else valid[burn_in:])[0].float()
 
     def act_deterministic(self, raw_actor_obs: torch.Tensor) -> torch.Tensor:
         """The mean action for raw observations, carrying this module's own state per env."""

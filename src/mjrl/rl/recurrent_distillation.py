@@ -113,7 +113,8 @@ class RecurrentDistillation(Distillation):
     def _window_loss(self, mb: Mapping[str, torch.Tensor], state: torch.Tensor) -> torch.Tensor:
         """Squared distance of the student's means from the labels, over the counted steps."""
         burn_in = self.policy_cfg.rnn_burn_in
-        features = self.policy.window_features("actor", mb["obs"], state, mb["starts"], mb["valid"], burn_in)
+        valid = mb["valid"] if self.windows.padded else None
+        features = self.policy.window_features("actor", mb["obs"], state, mb["starts"], valid, burn_in)
         error = ((self.policy.mean_action(features) - mb["labels"][burn_in:]) ** 2).mean(-1)
         weights = mb["weights"][burn_in:]
         return (error * weights).sum() / weights.sum()

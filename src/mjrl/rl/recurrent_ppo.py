@@ -162,7 +162,8 @@ class RecurrentPPO(PPO):
             state = states.get(net)
             state = torch.zeros_like(state) if zero and state is not None else state
             obs = seq[f"{net}_obs"] if obs is None else obs
-            return policy.window_features(net, obs, state, seq["starts"], seq["valid"], burn_in)
+            valid = seq["valid"] if self.windows.padded else None
+            return policy.window_features(net, obs, state, seq["starts"], valid, burn_in)
 
         dist = policy.distribution(features("actor"))
         values = policy.value(features("critic"))
