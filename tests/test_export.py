@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -268,6 +269,34 @@ def test_play_runs_a_pt2_export_as_it_plays_the_checkpoint_and_refuses_what_it_c
 
 EXPORT_DOCS = Path(__file__).parent.parent / "docs" / "export.md"
 RUNTIME_LOOP = re.search(r"<!-- runtime loop -->\n```python\n(.*?)```", EXPORT_DOCS.read_text(), re.S).group(1)
+AOTI_RUNTIME = re.search(r"<!-- aoti runtime -->\n```cpp\n(.*?)```", EXPORT_DOCS.read_text(), re.S).group(1)
+AOTI_BUILD = re.search(r"<!-- not run: tests/test_export.py builds[^>]*-->\n```bash\n(.*?)```", EXPORT_DOCS.read_text(),
+                       re.S).group(1)  # fmt: skip
+
+
+def test_an_aoti_package_runs_from_the_docs_cpp_program_and_in_play(train_once, tmp_path):
+    """`--format aoti`: the package, run by docs/export.md's C++ program (built by its command,
+    against torch's own libtorch) and as `play --exported` runs it, gives the policy's actions."""
+    from mjrl.tools.export import ExportedPolicy
+
+    run_dir, model = train_once(CARTPOLE), tmp_path / "policy.aoti.pt2"
+    result = run_main("mjrl", "export", CARTPOLE, "--run-dir", str(run_dir), "--format", "aoti", "--out", str(model))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(Path(f"{model}.json").read_text())["format"] == "aoti"
+    _, policy, obs = real_observations(CARTPOLE, run_dir)
+    with torch.no_grad():
+        expected = policy.act_deterministic(obs)
+    assert (ExportedPolicy(model, torch.device("cpu")).act_deterministic(obs) - expected).abs().max() <= TOLERANCE
+
+    (tmp_path / "run_policy.cpp").write_text(AOTI_RUNTIME)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # its python
+    build = subprocess.run(["bash", "-e", "-c", AOTI_BUILD], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    lines = "\n".join(" ".join(f"{x:.9g}" for x in row) for row in obs.tolist())
+    ran = subprocess.run([tmp_path / "run_policy", model], input=lines, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    actions = torch.tensor([[float(x) for x in line.split()] for line in ran.stdout.splitlines()])
+    assert actions.shape == expected.shape and (actions - expected).abs().max() <= TOLERANCE
 
 
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])

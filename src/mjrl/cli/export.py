@@ -1,4 +1,4 @@
-"""`mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|pt2|torchscript] [--out PATH]`.
+"""`mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|pt2|aoti|torchscript] [--out PATH]`.
 
 Writes the deterministic actor, with the observation normaliser folded in, for a runtime that
 has neither Python nor mjrl, and a JSON sidecar beside it (`<model>.json`).
@@ -23,11 +23,14 @@ class ExportConfig:
     """Checkpoint file to export."""
     run_dir: str = ""
     """Run directory; its newest readable checkpoint is exported."""
-    format: Literal["onnx", "pt2", "torchscript"] = "onnx"
-    """onnx (onnxruntime, TensorRT, ...), pt2 (torch.export: `torch.export.load`, AOTInductor) or
-    torchscript (libtorch; deprecated by torch, pt2 is its successor)."""
+    format: Literal["onnx", "pt2", "aoti", "torchscript"] = "onnx"
+    """onnx (onnxruntime, TensorRT, ...), pt2 (torch.export: `torch.export.load`), aoti (pt2
+    compiled by AOTInductor for this machine's CPU kind: C++ through libtorch's
+    AOTIModelPackageLoader, or Python) or torchscript (libtorch; deprecated by torch, pt2 is its
+    successor)."""
     out: str = ""
-    """Model file to write (default: <run-dir>/exported/policy.onnx, policy.pt2 or policy.pt);
+    """Model file to write (default: <run-dir>/exported/policy.onnx, policy.pt2, policy.aoti.pt2 or
+    policy.pt);
     the sidecar is the same path plus .json."""
     scaled_actions: bool = False
     """Fold the env's action transform into the model, so it outputs actuator targets
@@ -36,7 +39,9 @@ class ExportConfig:
 
 def _export(argv: list[str]) -> int:
     args = list(argv)
-    usage = "usage: mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|pt2|torchscript] [--out PATH]"
+    usage = (
+        "usage: mjrl export TASK --run-dir DIR | --checkpoint PATH [--format onnx|pt2|aoti|torchscript] [--out PATH]"
+    )
     task = pop_task(args, usage)
     if task is None:
         return 0 if args else 2
@@ -51,14 +56,14 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     import torch
 
     from mjrl.files import prepare_output_file, refuse_folder
-    from mjrl.tools.export import default_output, export_policy
+    from mjrl.tools.export import SUFFIXES, default_output, export_policy
     from mjrl.tools.trained import load_checkpoint_of, load_trained, trained_env_config
 
     path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
     run_dir = Path(cfg.run_dir) if cfg.run_dir else _run_dir_of(path)
     out = Path(cfg.out) if cfg.out else default_output(run_dir, cfg.format)
     refuse_folder(out)  # before its name's suffix is judged
-    suffixes = {"onnx": (".onnx",), "pt2": (".pt2",), "torchscript": (".pt", ".ts")}[cfg.format]
+    suffixes = SUFFIXES[cfg.format]
     if out.suffix not in suffixes:
         raise UsageError(f"--out {out}: a {cfg.format} model's file name must end in {' or '.join(suffixes)}")
     prepare_output_file(out)

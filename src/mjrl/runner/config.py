@@ -82,7 +82,7 @@ class TrainConfig(Generic[EnvT, AlgorithmT]):
     process; also sent to TensorBoard (as a GIF) or WandB. 0: never."""
     video_seconds: float = 5.0
     """Length of a training clip in simulated seconds."""
-    export: Literal["none", "onnx", "pt2", "torchscript"] = "none"
+    export: Literal["none", "onnx", "pt2", "aoti", "torchscript"] = "none"
     """At the end of training, also write the deterministic actor in this format to
     <run-dir>/exported/ (as `mjrl export` does)."""
     fault: str = ""

@@ -1,5 +1,6 @@
-"""Export of the deterministic actor for deployment: ONNX, pt2 (`torch.export`) or TorchScript
-(deprecated by torch), plus a JSON sidecar.
+"""Export of the deterministic actor for deployment: ONNX, pt2 (`torch.export`), an AOTInductor
+package (compiled for this machine's CPU, run from C++ or Python) or TorchScript (deprecated by
+torch), plus a JSON sidecar.
 
 The model takes raw actor observations (the normaliser is folded in) and returns the policy
 mean, or, with `scaled_actions`, the actuator targets. The sidecar tells a robot-side runtime
@@ -15,7 +16,7 @@ import json
 import logging
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,8 +28,13 @@ from mjrl.files import atomic_target, make_dirs
 from mjrl.rl.networks import DeployedActor, SquashedActor
 from mjrl.rl.policies import TrainedPolicy
 
-Format = Literal["onnx", "pt2", "torchscript"]
-MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.pt"}
+Format = Literal["onnx", "pt2", "aoti", "torchscript"]
+FORMATS: tuple[str, ...] = ("onnx", "pt2", "aoti", "torchscript")
+MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "pt2": "policy.pt2", "aoti": "policy.aoti.pt2",
+                               "torchscript": "policy.pt"}  # fmt: skip
+SUFFIXES: dict[str, tuple[str, ...]] = {"onnx": (".onnx",), "pt2": (".pt2",), "aoti": (".pt2",),
+                                        "torchscript": (".pt", ".ts")}  # fmt: skip
+"""The file name endings each format's model may have (AOTInductor's loader insists on .pt2)."""
 TORCHSCRIPT_NOTE = "note: torch deprecates TorchScript (torch.jit); --export pt2 (torch.export) is its successor"
 SCHEMA = "mjrl-policy/6"
 """Version 6: `recurrent_state`. Version 5: `action_squash`. Version 4: `reference_inputs`.
@@ -155,9 +161,9 @@ def export_policy(
     model = deployable(offset, env.action_scale, cfg.action_clip) if scaled_actions else deployable()
     obs_size = env.obs_dims["actor"]
     make_dirs(out.parent)
-    writers = {"onnx": _write_onnx, "pt2": _write_pt2, "torchscript": _write_torchscript}
+    writers = {"onnx": _write_onnx, "pt2": _write_pt2, "aoti": _write_aoti, "torchscript": _write_torchscript}
     if fmt not in writers:
-        raise UsageError(f"unknown export format {fmt!r}; expected onnx, pt2 or torchscript")
+        raise UsageError(f"unknown export format {fmt!r}; expected {', '.join(FORMATS)}")
     signature = Signature.of(model, obs_size)
     sidecar = _sidecar(env, fmt, out, obs_size, offset, scaled_actions, feedforward, source, action_squash(policy))
     sidecar = dataclasses.replace(sidecar, recurrent_state=signature.recurrent_state(model))
@@ -301,12 +307,33 @@ def _by_parameter(model: torch.nn.Module, signature: Signature) -> dict[str, Any
     return dict(zip(names, signature.dynamic_shapes().values(), strict=True))
 
 
+def _exported_program(model: torch.nn.Module, signature: Signature) -> torch.export.ExportedProgram:
+    """torch.export's program of `model`, the robots' dimension free."""
+    return torch.export.export(model, signature.example, dynamic_shapes=_by_parameter(model, signature))
+
+
 def _write_pt2(model: torch.nn.Module, signature: Signature, out: Path) -> None:
     # torch.export's program: `torch.export.load(path).module()` runs it in any torch process
-    # (mjrl not needed), and AOTInductor compiles it for C++ runtimes.
+    # (mjrl not needed), and AOTInductor can compile it on the robot's machine (`_write_aoti`).
     with _quiet_exporter():
-        program = torch.export.export(model, signature.example, dynamic_shapes=_by_parameter(model, signature))
-        torch.export.save(program, str(out))
+        torch.export.save(_exported_program(model, signature), str(out))
+
+
+def _write_aoti(model: torch.nn.Module, signature: Signature, out: Path) -> None:
+    # The program compiled ahead of time by AOTInductor into a package of machine code for this
+    # machine's CPU kind (x86-64 or aarch64, and its vector width): a C++ runtime runs it with
+    # libtorch's `torch::inductor::AOTIModelPackageLoader`, Python with
+    # `torch._inductor.aoti_load_package`, without Python's interpreter in the loop.
+    from torch._inductor import aoti_compile_and_package
+    from torch._inductor.exc import InductorError, InvalidCxxCompiler
+
+    try:
+        with _quiet_exporter():
+            aoti_compile_and_package(_exported_program(model, signature), package_path=str(out))
+    except (InductorError, InvalidCxxCompiler) as exc:
+        if not isinstance(getattr(exc, "inner_exception", exc), InvalidCxxCompiler):
+            raise  # inductor's own failure: its traceback
+        raise UsageError("--format aoti compiles C++: install g++ (or name a compiler in CXX), or export pt2") from None
 
 
 def _write_torchscript(model: torch.nn.Module, signature: Signature, out: Path) -> None:
@@ -319,22 +346,25 @@ def _write_torchscript(model: torch.nn.Module, signature: Signature, out: Path) 
 
 
 class ExportedPolicy:
-    """A `policy.pt2` as a robot runs it, for `play --exported`: raw actor observations in, the
-    policy's actions out (an export with `--scaled-actions True` outputs actuator targets, which
-    an env does not take: refused)."""
+    """A `policy.pt2` (or an AOTInductor package, `policy.aoti.pt2`) as a robot runs it, for
+    `play --exported`: raw actor observations in, the policy's actions out (an export with
+    `--scaled-actions True` outputs actuator targets, which an env does not take: refused)."""
 
     def __init__(self, path: Path, device: torch.device) -> None:
         self.sidecar = read_sidecar(path)
-        if self.sidecar.format != "pt2":
-            fmt = self.sidecar.format
-            raise UsageError(f"--exported {path}: play runs pt2 exports (mjrl export --format pt2), not {fmt}")
+        fmt = self.sidecar.format
+        if fmt not in ("pt2", "aoti"):
+            raise UsageError(f"--exported {path}: play runs pt2 exports (mjrl export --format pt2, or aoti), not {fmt}")
         if self.sidecar.actions_scaled:
             raise UsageError(f"--exported {path}: it outputs actuator targets (--scaled-actions True): export without")
+        self.device = device
         try:
             with _quiet_exporter():
-                self.module = torch.export.load(str(path)).module().to(device)
+                self.module = (
+                    _load_aoti(path, device) if fmt == "aoti" else torch.export.load(str(path)).module().to(device)
+                )
         except (RuntimeError, ValueError, OSError, KeyError, zipfile.BadZipFile) as exc:  # not an export, or damaged
-            raise UsageError(f"--exported {path}: not a readable pt2 model ({type(exc).__name__})") from None
+            raise UsageError(f"--exported {path}: not a readable {fmt} model ({type(exc).__name__})") from None
 
         self.state: list[torch.Tensor] | None = None
         """A recurrent export's state parts, carried from step to step as a robot's runtime does."""
@@ -354,6 +384,20 @@ class ExportedPolicy:
         """A recurrent export's state zeroed for the robots whose episode ended."""
         if self.state is not None:
             self.state = [torch.where(dones.view(1, -1, 1), 0.0, part) for part in self.state]
+
+
+def _load_aoti(path: Path, device: torch.device) -> Callable[..., Any]:
+    """An AOTInductor package as a function like the exported module (its outputs as the model
+    returns them). The package holds CPU code: inputs go to the CPU, outputs back to `device`."""
+    from torch._inductor import aoti_load_package
+
+    package = aoti_load_package(str(path))
+
+    def run(*inputs: torch.Tensor) -> Any:
+        outputs = package(*(x.cpu() for x in inputs))
+        return outputs.to(device) if isinstance(outputs, torch.Tensor) else tuple(o.to(device) for o in outputs)
+
+    return run
 
 
 def read_sidecar(model: Path) -> Sidecar:
