@@ -304,7 +304,7 @@ def test_the_docs_runtime_loop_carries_a_recurrent_state_as_play_does(rnn_type, 
     """docs/export.md's ONNX Runtime loop, which carries the state and zeroes it where an
     episode begins, against the policy as play runs it (its normaliser from the warm-up), over
     1,000 steps of 8 robots whose 1 s episodes end 50 times each; pt2 as `play --exported` runs
-    it, the same."""
+    it, the same, and the LSTM's AOTInductor package (its state two inputs and two outputs)."""
     from mjrl.distributed.context import single_process
     from mjrl.runner.config import TrainConfig
     from mjrl.runner.start import build_run
@@ -320,7 +320,10 @@ def test_the_docs_runtime_loop_carries_a_recurrent_state_as_play_does(rnn_type, 
     assert policy.actor_normalizer.count > 1  # the warm-up's statistics, folded into the exports
     source = {"task": task.name, "run_dir": tmp_path, "checkpoint": "-", "iteration": 0, "env_steps": 0}
     onnx, sidecar = export_policy(env, policy, "onnx", tmp_path / "policy.onnx", source)
-    pt2 = ExportedPolicy(export_policy(env, policy, "pt2", tmp_path / "policy.pt2", source)[0], torch.device("cpu"))
+    exported = {
+        fmt: ExportedPolicy(export_policy(env, policy, fmt, tmp_path / name, source)[0], torch.device("cpu"))
+        for fmt, name in (("pt2", "policy.pt2"), ("aoti", "policy.aoti.pt2"))[: 2 if rnn_type == "lstm" else 1]
+    }
     memory = json.loads(sidecar.read_text())["recurrent_state"]
     parts = ["h", "c"] if rnn_type == "lstm" else ["h"]
     assert memory["inputs"] == [f"{p}_in" for p in parts] and memory["shape"] == [2, "robots", 16]
@@ -328,17 +331,23 @@ def test_the_docs_runtime_loop_carries_a_recurrent_state_as_play_does(rnn_type, 
     namespace: dict = {}
     exec(RUNTIME_LOOP, namespace)
     runtime = namespace["RecurrentRuntime"](str(onnx), 8)
-    obs, begins, ends, worst = env.reset()["actor"], np.ones(8, dtype=bool), 0, {"onnx": 0.0, "pt2": 0.0}
+    obs, begins, ends, worst = (
+        env.reset()["actor"],
+        np.ones(8, dtype=bool),
+        0,
+        {"onnx": 0.0, **dict.fromkeys(exported, 0.0)},
+    )
     policy.reset(torch.ones(8, dtype=torch.bool))
     with torch.no_grad():
         for _ in range(1000):
             expected = policy.act_deterministic(obs)
             got = runtime.act(obs.numpy(), begins)
             worst["onnx"] = max(worst["onnx"], float(np.abs(got - expected.numpy()).max()))
-            worst["pt2"] = max(worst["pt2"], float((pt2.act_deterministic(obs) - expected).abs().max()))
+            for fmt, runtime_side in exported.items():
+                worst[fmt] = max(worst[fmt], float((runtime_side.act_deterministic(obs) - expected).abs().max()))
             next_obs, _, terminated, truncated, _ = env.step(expected)
             dones = terminated | truncated
-            for runner_side in (policy, pt2):
+            for runner_side in (policy, *exported.values()):
                 runner_side.reset(dones)
             obs, begins, ends = next_obs["actor"], dones.numpy().copy(), ends + int(dones.sum())
     assert ends == 8 * 50 and max(worst.values()) < TOLERANCE, worst
