@@ -14,6 +14,7 @@ from conftest import TINY_RUN, TWO_RANK_RUN, last_json, run_cli, run_main, train
 
 from mjrl.checkpoint import load_newest_checkpoint
 from mjrl.metrics_file import read_metrics
+from mjrl.tasks import load_task
 
 TEACHER_TASK = "Mjrl-Velocity-Flat-Quadruped"
 STUDENT_TASK = "Mjrl-Velocity-Flat-Quadruped-Student"
@@ -177,3 +178,16 @@ def test_a_distillation_of_the_former_layout_resumes_and_the_former_flags_still_
                       str(teacher))  # fmt: skip
     assert on_ppo.returncode == 2
     assert "--distillation.teacher chooses distillation, but this run trains with ppo" in on_ppo.stderr
+
+
+def test_the_blind_rough_student_reads_neither_the_height_scan_nor_the_base_velocity():
+    """Issue 63's blind student: its actor feels the terrain through its joints only; its teacher
+    group is what the rough task's actor reads, height scan and all."""
+    student, rough = (
+        load_task("Mjrl-Velocity-Rough-Quadruped-Blind-Student"),
+        load_task("Mjrl-Velocity-Rough-Quadruped"),
+    )
+    groups = student.build(student.env_cfg).observations
+    assert not {"height_scan", "base_lin_vel"} & set(groups["actor"]) and groups["actor"]["joint_pos"].history == 5
+    assert list(groups["teacher"]) == list(rough.build(rough.env_cfg).observations["actor"])
+    assert {"height_scan", "base_lin_vel"} <= set(groups["critic"])

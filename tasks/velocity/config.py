@@ -251,6 +251,9 @@ class ActorObsConfig:
     base_lin_vel: bool = True
     """The base's linear velocity: simulators know it, real robots estimate it. The critic and
     a teacher always see it."""
+    height_scan: bool = True
+    """The height scan, where the task has one (rough terrain): a blind policy goes without and
+    feels the ground through its joints (a memory, or `history`, to remember it by)."""
     history: int = 1
     """Steps of the proprioceptive terms (angular velocity, gravity, joints, last action) in
     the actor's observation, newest first: without its velocity, a policy reads motion from them."""
@@ -334,10 +337,11 @@ STUDENT_AGENT = AGENT.replace(init_noise_std=0.1)
 ROUGH_AGENT = AGENT.replace(symmetry=SymmetryConfig(augment=True))
 
 
-def as_student(env: VelocityEnvConfig, history: int = 5) -> VelocityEnvConfig:
+def as_student(env: VelocityEnvConfig, history: int = 5, height_scan: bool = True) -> VelocityEnvConfig:
     """The env of a student for distillation: no base linear velocity, `history` steps of
-    proprioception, and the teacher's observations beside them."""
-    return dataclasses.replace(env, actor_obs=ActorObsConfig(base_lin_vel=False, history=history, teacher_group=True))
+    proprioception, the height scan or not (blind), and the teacher's observations beside them."""
+    view = ActorObsConfig(base_lin_vel=False, height_scan=height_scan, history=history, teacher_group=True)
+    return dataclasses.replace(env, actor_obs=view)
 
 
 def on_rough_terrain(flat: VelocityEnvConfig) -> VelocityEnvConfig:

@@ -43,3 +43,11 @@ VELOCITY_ROUGH = velocity_task("Mjrl-Velocity-Rough-Quadruped", on_rough_terrain
 # A student for distillation from a trained VELOCITY_FLAT policy (`--algo distillation --algorithm.teacher RUN`):
 # it observes what the robot measures, without the base's linear velocity, with 5 steps of history.
 VELOCITY_FLAT_STUDENT = velocity_task("Mjrl-Velocity-Flat-Quadruped-Student", as_student(GO1_ENV), STUDENT_AGENT)
+# A blind student of a trained VELOCITY_ROUGH policy (issue 63): no height scan and no base linear
+# velocity; it feels the terrain through its joints, with 5 steps of history or a memory
+# (`--policy.rnn-type lstm --env.actor-obs.history 1`). Distilled as the flat student is.
+VELOCITY_ROUGH_BLIND_STUDENT = velocity_task(
+    "Mjrl-Velocity-Rough-Quadruped-Blind-Student",
+    as_student(on_rough_terrain(GO1_ENV), height_scan=False),
+    STUDENT_AGENT,
+)

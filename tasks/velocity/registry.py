@@ -17,6 +17,11 @@ register_task(
     "the flat Go1 without base velocity, distilled from a teacher (--algo distillation --algorithm.teacher RUN)",
 )
 register_task(
+    "Mjrl-Velocity-Rough-Quadruped-Blind-Student",
+    "mjrl.tasks.velocity.go1:VELOCITY_ROUGH_BLIND_STUDENT",
+    "the rough Go1 without height scan or base velocity, distilled from a rough teacher (--algo distillation)",
+)
+register_task(
     "Mjrl-Velocity-Flat-Mule", "mjrl.tasks.velocity.mule:VELOCITY_FLAT_MULE", "44 kg quadruped, velocity tracking"
 )
 register_task(

@@ -111,12 +111,14 @@ def _observations(cfg: VelocityEnvConfig, clock: GaitClock | None) -> dict[str, 
 
 
 def _student_view(actor: dict[str, ObsTerm], view: ActorObsConfig) -> dict[str, ObsTerm]:
-    """The actor's terms as `view` has them: without the linear velocity, with history."""
+    """The actor's terms as `view` has them: without the linear velocity or the height scan,
+    with history."""
     proprioception = ("base_ang_vel", "projected_gravity", "joint_pos", "joint_vel", "last_action")
+    left_out = {"base_lin_vel": not view.base_lin_vel, "height_scan": not view.height_scan}
     return {
         name: dataclasses.replace(term, history=view.history) if name in proprioception else term
         for name, term in actor.items()
-        if view.base_lin_vel or name != "base_lin_vel"
+        if not left_out.get(name, False)
     }
 
 
