@@ -27,12 +27,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from common import ROOT, parse_with_passthrough, play, play_args, table
+from common import ROOT, on_hardest_row, parse_with_passthrough, play_args, table
 
 from mjrl.cli.common import load_preset
 from mjrl.metrics_file import read_metrics
 from mjrl.sim import TERRAIN_TYPES
-from mjrl.tasks import load_task
 from mjrl.tools.commands import last_json_line, newest_run, run_commands, train_command
 from mjrl.tools.export import read_sidecar
 from mjrl.tools.plots import plot_runs
@@ -142,16 +141,6 @@ def exported_inputs(onnx: Path) -> tuple[list[str], bool]:
     none, names = "base_lin_vel" not in [t.name for t in terms], ", ".join(t.name for t in terms)
     reads = f"Its ONNX model reads {sum(t.size for t in terms)} numbers: {names}; {'no' if none else 'STILL a'}"
     return ["", f"{reads} base linear velocity."], none
-
-
-def on_hardest_row(task: str, run_dir: Path, episodes: int, kind: str | None) -> dict:
-    """`play`'s figures of `run_dir` on the hardest row of terrain `kind` (None: flat ground)."""
-    straight = ["--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]
-    flags = [*profile(GO1).settings()["forward"], *straight, "--env.terrain.kind", "flat" if kind is None else "grid"]
-    if kind:
-        flags += ["--env.terrain.spawn-row", str(load_task(ROUGH).env_cfg.terrain.rows - 1)]
-        flags += ["--env.terrain.spawn-type", kind]
-    return play(task, episodes, ["--run-dir", str(run_dir)], flags)
 
 
 def terrain_report(run_dir: Path, flat_run_dir: Path | None, episodes: int) -> tuple[list[str], bool]:

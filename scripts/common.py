@@ -38,3 +38,18 @@ def play(task: str, episodes: int, source: list[str], commands: list[str], devic
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     """A Markdown table's lines."""
     return [f"| {' | '.join(cells)} |" for cells in (header, ["---"] * len(header), *rows)]
+
+
+def on_hardest_row(task: str, run_dir: Path, episodes: int, kind: str | None, *flags: str) -> dict:
+    """`play`'s figures of `run_dir` walking straight forward on the hardest row of terrain `kind`
+    (None: flat ground), with `flags` added (another terrain seed, say)."""
+    from mjrl.tasks import load_task
+    from mjrl.tools.targets import GO1, ROUGH, profile
+
+    ground = ["--env.terrain.kind", "flat"]
+    if kind:
+        row = str(load_task(ROUGH).env_cfg.terrain.rows - 1)
+        ground = ["--env.terrain.kind", "grid", "--env.terrain.spawn-row", row, "--env.terrain.spawn-type", kind]
+    straight = ["--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]
+    source = ["--run-dir", str(run_dir)]
+    return play(task, episodes, source, [*profile(GO1).settings()["forward"], *straight, *ground, *flags])
