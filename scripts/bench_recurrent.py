@@ -46,6 +46,8 @@ def students_on_terrain(students: list[Path], teacher: Path, episodes: int, seed
     """Each student's and the teacher's success per terrain type, its hardest row, terrain `seed`."""
     policies = {"teacher": ("Mjrl-Velocity-Rough-Quadruped", teacher)}
     policies |= {run.name: ("Mjrl-Velocity-Rough-Quadruped-Blind-Student", run) for run in students}
+    if len(policies) != len(students) + 1:
+        raise SystemExit(f"--students {' '.join(map(str, students))}: name runs whose folders differ, none 'teacher'")
     rows = []
     for kind in TERRAIN_TYPES:
         figures = {name: on_hardest_row(task, run, episodes, kind, "--env.terrain.seed", str(seed))

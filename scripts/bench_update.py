@@ -129,12 +129,12 @@ def main() -> None:
             figure = first_figure(algorithm.update())
             first_update_s = time.perf_counter() - began  # with a compile, mostly the compile
             params = torch.cat([p.detach().flatten() for p in algorithm.parameters()])
+            if reference is None:  # fp32's, kept even if its timing below fails
+                reference, reference_figure = params, figure
             host, device = timed_updates(learner(mode, env, args.steps, args.device, agent, sac), mode, args.repeats)
         except Exception as exc:  # a mode this machine cannot run: a compiler missing, a graph on the CPU
             print(json.dumps({"mode": mode, "device": args.device, "error": repr(exc)[:500]}), flush=True)
             continue
-        if reference is None:
-            reference, reference_figure = params, figure
         print(json.dumps({
             "mode": mode, "device": args.device, "task": args.task, "num_envs": args.num_envs, "steps": args.steps,
             "actor_hidden_dims": list(agent.policy.actor_hidden_dims),

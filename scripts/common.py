@@ -47,7 +47,7 @@ def on_hardest_row(task: str, run_dir: Path, episodes: int, kind: str | None, *f
     from mjrl.tools.targets import GO1, ROUGH, profile
 
     ground = ["--env.terrain.kind", "flat"]
-    if kind:
+    if kind is not None:
         row = str(load_task(ROUGH).env_cfg.terrain.rows - 1)
         ground = ["--env.terrain.kind", "grid", "--env.terrain.spawn-row", row, "--env.terrain.spawn-type", kind]
     straight = ["--env.commands.heading", "False", "--env.commands.standing-fraction", "0"]

@@ -255,16 +255,17 @@ def test_the_launcher_counts_the_cores_this_process_may_use(tmp_path):
 
 def test_an_aoti_export_without_a_cpp_compiler_is_one_line(files, tmp_path):
     """AOTInductor compiles C++ when exporting: a machine without a compiler gets a line saying
-    so, and no half-written package."""
+    so before any work (`train --export aoti` before its training), and nothing is written."""
     from torch._inductor import config
 
-    out = tmp_path / "out" / "policy.aoti.pt2"
-    out.parent.mkdir()
-    run = str(files["balance"])
+    out, logs = tmp_path / "out" / "policy.aoti.pt2", tmp_path / "logs"
+    export = ["mjrl", "export", BALANCE, "--run-dir", str(files["balance"]), "--format", "aoti", "--out", str(out)]
+    train = ["train", BALANCE, *TINY_RUN, "--export", "aoti", "--log-root", str(logs)]
     with config.patch({"cpp.cxx": (None, str(tmp_path / "no-such-compiler"))}):
-        result = run_main("mjrl", "export", BALANCE, "--run-dir", run, "--format", "aoti", "--out", str(out))
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.splitlines() == [
-        "mjrl export: error: --format aoti compiles C++: install g++ (or name a compiler in CXX), or export pt2"
-    ]
-    assert list(out.parent.iterdir()) == []
+        results = [run_main(*export), run_main(*train)]
+    for result, command in zip(results, ("mjrl export", "train"), strict=True):
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert result.stderr.splitlines() == [
+            f"{command}: error: --format aoti compiles C++: install g++ (or name a compiler in CXX), or export pt2"
+        ]
+    assert not out.parent.exists() and not logs.exists()

@@ -297,6 +297,10 @@ def test_an_aoti_package_runs_from_the_docs_cpp_program_and_in_play(train_once, 
     assert ran.returncode == 0, ran.stderr[-2000:]
     actions = torch.tensor([[float(x) for x in line.split()] for line in ran.stdout.splitlines()])
     assert actions.shape == expected.shape and (actions - expected).abs().max() <= TOLERANCE
+    ragged = subprocess.run(
+        [tmp_path / "run_policy", model], input="0 1 0 0 0\n\n0 1 0\n", capture_output=True, text=True
+    )
+    assert ragged.returncode == 2 and ragged.stderr == "line 2 has 3 numbers, the first 5\n" and not ragged.stdout
 
 
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])

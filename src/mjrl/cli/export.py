@@ -56,7 +56,7 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     import torch
 
     from mjrl.files import prepare_output_file, refuse_folder
-    from mjrl.tools.export import SUFFIXES, default_output, export_policy
+    from mjrl.tools.export import SUFFIXES, check_aoti_compiler, default_output, export_policy
     from mjrl.tools.trained import load_checkpoint_of, load_trained, trained_env_config
 
     path, state = load_checkpoint_of(task, cfg.checkpoint, cfg.run_dir)
@@ -66,6 +66,8 @@ def export(task, cfg: ExportConfig) -> tuple[Path, Path]:
     suffixes = SUFFIXES[cfg.format]
     if out.suffix not in suffixes:
         raise UsageError(f"--out {out}: a {cfg.format} model's file name must end in {' or '.join(suffixes)}")
+    if cfg.format == "aoti":
+        check_aoti_compiler()
     prepare_output_file(out)
     env_cfg = trained_env_config(task, state).for_evaluation(1)
     env, policy = load_trained(task, state, path, env_cfg, torch.device("cpu"))

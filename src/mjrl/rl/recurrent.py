@@ -68,13 +68,15 @@ class Memory(nn.Module):
             bias = bias + getattr(self.rnn, f"bias_hh_l{layer}")
         return F.linear(x, getattr(self.rnn, f"weight_ih_l{layer}"), bias)
 
-    def _cell(self, layer: int, gx: torch.Tensor, h: torch.Tensor, c: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    def _cell(
+        self, layer: int, gx: torch.Tensor, h: torch.Tensor, c: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One step of layer `layer` from its input projection `gx` (N, G x H) and its state
         (h, and c for an LSTM; each (N, H), float32) -> the next (h, c): torch's equations,
-        the gates' arithmetic in float32."""
+        the gates' arithmetic in float32 (also for a float64 module: its state stays float32)."""
         gh = F.linear(h, getattr(self.rnn, f"weight_hh_l{layer}"))
         if self.rnn_type == "lstm":
-            i, f, g, o = (gx + gh).float().chunk(4, dim=-1)
+            i, f, g, o = (gx.float() + gh.float()).chunk(4, dim=-1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             return torch.sigmoid(o) * torch.tanh(c), c
         gh = gh.float() + getattr(self.rnn, f"bias_hh_l{layer}")

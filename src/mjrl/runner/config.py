@@ -190,6 +190,10 @@ def validate(cfg: TrainConfig) -> None:
             f"{batch} samples (--env.num-envs {env.num_envs} x --runner.num-steps-per-env "
             f"{runner.num_steps_per_env}); pick a divisor of {batch}"
         )
+    if cfg.export == "aoti":
+        from mjrl.tools.export import check_aoti_compiler
+
+        check_aoti_compiler()  # before the training, not after it
     if cfg.logger == "wandb" and importlib.util.find_spec("wandb") is None:
         # A dependency, yet missing where mjrl was installed without its dependencies (the
         # offline GPU machine's pack leaves it out unless asked).

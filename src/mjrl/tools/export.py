@@ -160,10 +160,12 @@ def export_policy(
     deployable = getattr(policy, "deployable", lambda *args: DeployedActor(policy, *args))
     model = deployable(offset, env.action_scale, cfg.action_clip) if scaled_actions else deployable()
     obs_size = env.obs_dims["actor"]
-    make_dirs(out.parent)
     writers = {"onnx": _write_onnx, "pt2": _write_pt2, "aoti": _write_aoti, "torchscript": _write_torchscript}
     if fmt not in writers:
         raise UsageError(f"unknown export format {fmt!r}; expected {', '.join(FORMATS)}")
+    if fmt == "aoti":
+        check_aoti_compiler()
+    make_dirs(out.parent)
     signature = Signature.of(model, obs_size)
     sidecar = _sidecar(env, fmt, out, obs_size, offset, scaled_actions, feedforward, source, action_squash(policy))
     sidecar = dataclasses.replace(sidecar, recurrent_state=signature.recurrent_state(model))
@@ -319,21 +321,27 @@ def _write_pt2(model: torch.nn.Module, signature: Signature, out: Path) -> None:
         torch.export.save(_exported_program(model, signature), str(out))
 
 
+def check_aoti_compiler() -> None:
+    """A usage error where AOTInductor finds no C++ compiler (`--format aoti`, `--export aoti`):
+    said before any work, not after a training."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        get_cpp_compiler()
+    except InvalidCxxCompiler:
+        raise UsageError("--format aoti compiles C++: install g++ (or name a compiler in CXX), or export pt2") from None
+
+
 def _write_aoti(model: torch.nn.Module, signature: Signature, out: Path) -> None:
     # The program compiled ahead of time by AOTInductor into a package of machine code for this
     # machine's CPU kind (x86-64 or aarch64, and its vector width): a C++ runtime runs it with
     # libtorch's `torch::inductor::AOTIModelPackageLoader`, Python with
     # `torch._inductor.aoti_load_package`, without Python's interpreter in the loop.
     from torch._inductor import aoti_compile_and_package
-    from torch._inductor.exc import InductorError, InvalidCxxCompiler
 
-    try:
-        with _quiet_exporter():
-            aoti_compile_and_package(_exported_program(model, signature), package_path=str(out))
-    except (InductorError, InvalidCxxCompiler) as exc:
-        if not isinstance(getattr(exc, "inner_exception", exc), InvalidCxxCompiler):
-            raise  # inductor's own failure: its traceback
-        raise UsageError("--format aoti compiles C++: install g++ (or name a compiler in CXX), or export pt2") from None
+    with _quiet_exporter():
+        aoti_compile_and_package(_exported_program(model, signature), package_path=str(out))
 
 
 def _write_torchscript(model: torch.nn.Module, signature: Signature, out: Path) -> None:
@@ -357,7 +365,6 @@ class ExportedPolicy:
             raise UsageError(f"--exported {path}: play runs pt2 exports (mjrl export --format pt2, or aoti), not {fmt}")
         if self.sidecar.actions_scaled:
             raise UsageError(f"--exported {path}: it outputs actuator targets (--scaled-actions True): export without")
-        self.device = device
         try:
             with _quiet_exporter():
                 self.module = (
