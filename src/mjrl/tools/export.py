@@ -29,9 +29,9 @@ from mjrl.rl.networks import DeployedActor, SquashedActor
 from mjrl.rl.policies import TrainedPolicy
 
 Format = Literal["onnx", "pt2", "aoti", "torchscript"]
-FORMATS: tuple[str, ...] = ("onnx", "pt2", "aoti", "torchscript")
 MODEL_FILES: dict[str, str] = {"onnx": "policy.onnx", "pt2": "policy.pt2", "aoti": "policy.aoti.pt2",
                                "torchscript": "policy.pt"}  # fmt: skip
+FORMATS: tuple[str, ...] = tuple(MODEL_FILES)
 SUFFIXES: dict[str, tuple[str, ...]] = {"onnx": (".onnx",), "pt2": (".pt2",), "aoti": (".pt2",),
                                         "torchscript": (".pt", ".ts")}  # fmt: skip
 """The file name endings each format's model may have (AOTInductor's loader insists on .pt2)."""
