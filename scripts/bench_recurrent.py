@@ -27,6 +27,8 @@ from pathlib import Path
 
 from common import on_hardest_row, parse_with_passthrough, table
 
+from mjrl.checkpoint import check_task, load_newest_checkpoint
+from mjrl.errors import UsageError
 from mjrl.metrics_file import read_metrics
 from mjrl.sim import TERRAIN_TYPES
 from mjrl.tools.commands import newest_run, train_command
@@ -42,12 +44,28 @@ def iteration_seconds(task: str, flags: list[str], log_root: Path) -> dict:
     return {"iteration_s": total, "collection_s": collection, "learning_s": learning, "iterations": len(lines)}
 
 
-def students_on_terrain(students: list[Path], teacher: Path, episodes: int, seed: int) -> None:
-    """Each student's and the teacher's success per terrain type, its hardest row, terrain `seed`."""
-    policies = {"teacher": ("Mjrl-Velocity-Rough-Quadruped", teacher)}
-    policies |= {run.name: ("Mjrl-Velocity-Rough-Quadruped-Blind-Student", run) for run in students}
-    if len(policies) != len(students) + 1:
-        raise SystemExit(f"--students {' '.join(map(str, students))}: name runs whose folders differ, none 'teacher'")
+def check_runs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, tuple[str, Path]]:
+    """The policies `--students` compares, by name: (task, run). Each run is checked to hold a
+    readable checkpoint of its task before anything plays (a bad one is `parser.error`'s line)."""
+    if args.episodes < 1:
+        parser.error(f"--episodes must be at least 1 (got {args.episodes})")
+    policies = {"teacher": ("Mjrl-Velocity-Rough-Quadruped", args.teacher)}
+    policies |= {run.name: ("Mjrl-Velocity-Rough-Quadruped-Blind-Student", run) for run in args.students}
+    if len(policies) != len(args.students) + 1:
+        parser.error(f"--students {' '.join(map(str, args.students))}: name runs whose folders differ, none 'teacher'")
+    for task, run in policies.values():
+        if not run.is_dir():
+            parser.error(f"{run}: no such run directory (give a {task} run)")
+        try:
+            checkpoint, state = load_newest_checkpoint(run)
+            check_task(state, task, checkpoint)
+        except UsageError as exc:
+            parser.error(str(exc))
+    return policies
+
+
+def students_on_terrain(policies: dict[str, tuple[str, Path]], episodes: int, seed: int) -> None:
+    """Each policy's success per terrain type (students and their teacher), its hardest row, terrain `seed`."""
     rows = []
     for kind in TERRAIN_TYPES:
         figures = {name: on_hardest_row(task, run, episodes, kind, "--env.terrain.seed", str(seed))
@@ -76,7 +94,7 @@ def main() -> None:
     parser.add_argument("--terrain-seed", type=int, default=1)
     args, passthrough = parse_with_passthrough(parser)
     if args.students:
-        return students_on_terrain(args.students, args.teacher, args.episodes, args.terrain_seed)
+        return students_on_terrain(check_runs(parser, args), args.episodes, args.terrain_seed)
     common = ["--preset", args.preset, "--device", args.device, "--logger", "none", "--runner.eval-interval", "0",
               "--runner.max-iterations", str(args.iterations), "--seed", "1", *passthrough]  # fmt: skip
     memory = ["--policy.rnn-type", args.rnn_type, "--policy.rnn-hidden-size", str(args.rnn_hidden_size),

@@ -91,9 +91,15 @@ def rsl_rl_config(agent: AgentConfig, seed: int, env: VecEnv) -> dict:
             "mirror_loss_coeff": symmetry.mirror_loss_coef,
         }
 
-    def model(hidden: tuple[int, ...], distribution: dict | None) -> dict:
-        return {"class_name": "MLPModel", "hidden_dims": list(hidden), "activation": policy.activation,
-                "obs_normalization": policy.normalize_observations, "distribution_cfg": distribution}  # fmt: skip
+    def model(hidden: tuple[int, ...], distribution: dict | None, network: str) -> dict:
+        cfg = {"class_name": "MLPModel", "hidden_dims": list(hidden), "activation": policy.activation,
+               "obs_normalization": policy.normalize_observations, "distribution_cfg": distribution}  # fmt: skip
+        if policy.rnn_type != "none" and policy.rnn_networks in (network, "both"):
+            # rsl_rl's memory ahead of the MLP, as mjrl's; its sequences span the whole rollout (no
+            # windows, no burn-in), and it refuses symmetry augmentation with it.
+            cfg |= {"class_name": "RNNModel", "rnn_type": policy.rnn_type, "rnn_hidden_dim": policy.rnn_hidden_size,
+                    "rnn_num_layers": policy.rnn_num_layers}  # fmt: skip
+        return cfg
 
     gaussian = {"class_name": "GaussianDistribution", "init_std": policy.init_noise_std, "std_type": "scalar"}
     return {
@@ -101,8 +107,8 @@ def rsl_rl_config(agent: AgentConfig, seed: int, env: VecEnv) -> dict:
         "num_steps_per_env": runner.num_steps_per_env,
         "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
         "multi_gpu": None,
-        "actor": model(policy.actor_hidden_dims, gaussian),
-        "critic": model(policy.critic_hidden_dims, None),
+        "actor": model(policy.actor_hidden_dims, gaussian, "actor"),
+        "critic": model(policy.critic_hidden_dims, None, "critic"),
         "algorithm": {
             "class_name": "PPO",
             **{name: getattr(algorithm, name) for name in SAME_NAMES},
@@ -169,6 +175,8 @@ def main() -> None:
         agent = agent.replace(symmetry=SymmetryConfig(augment=args.symmetry == "on"))
     if agent.algorithm.symmetry.enabled and env.mirrors is None:
         parser.error(f"{args.task} declares no mirrors")
+    if agent.algorithm.symmetry.enabled and agent.policy.rnn_type != "none":
+        parser.error(f"rsl_rl refuses symmetry augmentation for recurrent models ({args.task}): add --symmetry off")
     cfg = rsl_rl_config(agent, args.seed, env)
     args.out.mkdir(parents=True, exist_ok=True)
     learn(env, cfg, args.iterations or task.agent_cfg.runner.max_iterations, args.out / "metrics.jsonl")

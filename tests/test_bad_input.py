@@ -47,7 +47,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
 CASES = {
     # play: checkpoints, runs and counts
     "play-garbage-checkpoint": (["play", BALANCE, "--checkpoint", "{root}/garbage.pt"], "is unreadable"),
-    "play-empty-checkpoint": (["play", BALANCE, "--checkpoint", "{root}/empty.pt"], "is unreadable"),
+    "play-empty-checkpoint": (["play", BALANCE, "--checkpoint", "{root}/empty.pt"],
+                              "is unreadable (EOFError): damaged, or not a checkpoint; give an intact model_*.pt"),
     "play-directory-as-checkpoint": (["play", BALANCE, "--checkpoint", "{balance}"], "is a directory"),
     "play-run-without-checkpoints": (["play", BALANCE, "--run-dir", "{root}/no_checkpoints"], "has no checkpoints"),
     "play-file-as-run": (["play", BALANCE, "--run-dir", "{root}/garbage.pt"], "no such run directory"),
@@ -133,6 +134,13 @@ CASES = {
     # recurrent policies
     "rnn-burn-in-beyond-sequence": (["train", BALANCE, "--policy.rnn-type", "gru", "--policy.rnn-sequence-length", "4",
                                      "--policy.rnn-burn-in", "8"], "is shorter than --policy.rnn-burn-in 8"),
+    "rnn-burn-in-never-run": (["train", BALANCE, "--policy.rnn-type", "gru", "--policy.rnn-sequence-length", "100",
+                               "--policy.rnn-burn-in", "50", "--runner.num-steps-per-env", "32"],
+                              "--policy.rnn-burn-in 50 is never run"),
+    # tyro's wrapped messages, rejoined as one sentence
+    "choice-one-sentence": (["train", BALANCE, "--policy.rnn-type", "rnn"],
+                            "invalid choice 'rnn' for argument '--policy.rnn-type'. Expected one of ('none', 'lstm', "
+                            "'gru')."),
     "rnn-windows-per-minibatch": (["train", BALANCE, "--policy.rnn-type", "gru", "--env.num-envs", "5",
                                    "--algorithm.num-mini-batches", "4"], "does not divide the update's 10 windows"),
     "rnn-for-sac": (["train", BALANCE, "--algo", "sac", "--policy.rnn-type", "lstm"], "kind has no memory"),

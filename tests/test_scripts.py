@@ -99,6 +99,31 @@ def test_the_flags_after_a_double_dash_are_passed_on_untouched(monkeypatch) -> N
     assert parse_with_passthrough(parser)[1] == []
 
 
+def test_bench_recurrent_refuses_student_runs_it_cannot_play_in_one_line_before_playing(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    """`--students` checks its runs first (found adversarially: each of these was a traceback,
+    after the teacher had played a terrain type): one line, exit 2."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    monkeypatch.chdir(SCRIPTS.parent)  # the default teacher, runs/rough-e
+    import bench_recurrent
+
+    flat = SCRIPTS.parent / "runs" / "flat-2ranks"  # a kept run of another task
+    cases = {
+        ("--students", str(tmp_path / "a"), "--episodes", "0"): "--episodes must be at least 1 (got 0)",
+        ("--students", str(tmp_path / "a"), str(tmp_path / "a")): "name runs whose folders differ",
+        ("--students", str(tmp_path / "none")): "none: no such run directory",
+        ("--students", str(flat)): "belongs to task 'Mjrl-Velocity-Flat-Quadruped', not",
+        ("--students", str(flat), "--teacher", str(tmp_path)): "has no checkpoints",
+    }
+    for argv, needle in cases.items():
+        monkeypatch.setattr(sys, "argv", ["bench_recurrent.py", *argv])
+        with pytest.raises(SystemExit) as exit_:
+            bench_recurrent.main()
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_.value.code == 2 and needle in err[-1], (argv, err)
+
+
 def test_the_humanoid_reports_each_command_setting_with_the_flags_it_names() -> None:
     from mjrl.cli.train import parse_train_args
     from mjrl.tools.targets import HUMANOID, PROFILES

@@ -111,6 +111,9 @@ def load_bulk_state(checkpoint: Path, map_location: str | torch.device = "cpu") 
     return state
 
 
+OTHER_CHECKPOINT = "give an intact model_*.pt, or its run directory instead"
+
+
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint; a missing or unreadable file is a UsageError naming it."""
     if path.is_dir():
@@ -120,9 +123,11 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged file
-        raise UsageError(f"checkpoint {path} is unreadable ({type(exc).__name__}); it may be truncated") from exc
+        raise UsageError(
+            f"checkpoint {path} is unreadable ({type(exc).__name__}): damaged, or not a checkpoint; {OTHER_CHECKPOINT}"
+        ) from exc
     if not isinstance(state, dict) or "policy" not in state or "iteration" not in state:
-        raise UsageError(f"{path} is not an mjrl checkpoint")
+        raise UsageError(f"{path} is not an mjrl checkpoint; {OTHER_CHECKPOINT}")
     if state.get("format", 1) > FORMAT:
         raise UsageError(
             f"{path} has checkpoint format {state['format']}, newer than this mjrl reads ({FORMAT}): upgrade mjrl"

@@ -58,9 +58,16 @@ def parse_flags(cls: Any, default: T, args: list[str], prog: str, description: s
 
 
 def _one_line(text: str, prog: str) -> str:
-    lines = [re.sub(r"^[│╭╰─\s]+|[│╮╯─\s]+$", "", line) for line in text.splitlines()]
-    lines = [ln for ln in lines if ln and not ln.startswith("For full helptext") and set(ln) != {"─"}]
-    message = "; ".join(lines[:3]) if lines else "invalid arguments"
+    """tyro's boxed message as "title; text": the title in the box's top border, the text its
+    first section (wrapped at the terminal's width: rejoined with spaces), up to the first rule."""
+    rows = [re.sub(r"^[│╭╰─\s]+|[│╮╯─\s]+$", "", row) for row in text.splitlines()]
+    title, body = (rows[0], rows[1:]) if rows else ("", [])
+    section = []
+    for row in body:
+        if not row or set(row) == {"─"} or row.startswith("For full helptext"):
+            break
+        section.append(row)
+    message = "; ".join(part for part in (title, " ".join(section)) if part) or "invalid arguments"
     return f"{message} (see `{prog} --help`)"
 
 

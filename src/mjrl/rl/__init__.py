@@ -125,7 +125,8 @@ def _check_recurrent(cfg: AgentSections, spec: AlgorithmSpec) -> None:
 
 
 def _check_windows(cfg: AgentSections) -> None:
-    """The update's minibatches split the windows evenly (N envs x ceil(T / length) windows)."""
+    """A burn-in that some window runs, and minibatches that split the windows evenly (N envs x
+    ceil(T / length) windows)."""
     from mjrl.errors import UsageError
 
     envs = getattr(getattr(cfg, "env", None), "num_envs", None)
@@ -133,7 +134,14 @@ def _check_windows(cfg: AgentSections) -> None:
     if envs is None or runner is None:
         return
     steps, minibatches = runner.num_steps_per_env, getattr(cfg.algorithm, "num_mini_batches", 1)
-    chunks = -(-steps // min(cfg.policy.rnn_sequence_length, steps))
+    length, burn_in = cfg.policy.rnn_sequence_length, cfg.policy.rnn_burn_in
+    if burn_in and length >= steps:  # one window per rollout, at its start: nothing before it to warm up on
+        raise UsageError(
+            f"--policy.rnn-burn-in {burn_in} is never run: --policy.rnn-sequence-length {length} spans the whole "
+            f"rollout of {steps} steps (--runner.num-steps-per-env), so each window starts at its first step; "
+            f"give a sequence length under {steps}, or --policy.rnn-burn-in 0"
+        )
+    chunks = -(-steps // min(length, steps))
     if (envs * chunks) % minibatches:
         raise UsageError(
             f"--algorithm.num-mini-batches {minibatches} does not divide the update's {envs * chunks} windows "
