@@ -53,7 +53,10 @@ class MjrlAsRslEnv(RslVecEnv):
         self.env.episode_length.copy_(value)
 
     def get_observations(self) -> TensorDict:
-        return TensorDict(dict(self.env.obs), batch_size=[self.num_envs])
+        # Copies: mjrl's env writes each step's observations into the same buffers (fixed
+        # addresses, for CUDA graphs), while rsl_rl keeps the observations `act` saw and stores
+        # them after the step. Without the copy its storage held the next step's (before 2026-11-29).
+        return TensorDict({group: obs.clone() for group, obs in self.env.obs.items()}, batch_size=[self.num_envs])
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         _, reward, terminated, truncated, _ = self.env.step(actions)

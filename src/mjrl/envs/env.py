@@ -212,7 +212,9 @@ class VecEnv:
 
         Returns (obs, reward, terminated, truncated, extras). For envs that finished, `obs` is
         already the first observation of the next episode and `extras["final_obs"]` holds the
-        true last observation of the finished one (for time-out bootstrapping).
+        true last observation of the finished one (for time-out bootstrapping). `obs` are the
+        run's fixed tensors (`self.obs`, rewritten in place by the next step, for CUDA graphs):
+        a caller that keeps a step's observations past the next one copies them.
         """
         self._apply_actions(actions)
         self.intervals.run_due()
