@@ -27,8 +27,6 @@ from pathlib import Path
 
 from common import on_hardest_row, parse_with_passthrough, table
 
-from mjrl.checkpoint import check_task, load_newest_checkpoint
-from mjrl.errors import UsageError
 from mjrl.metrics_file import read_metrics
 from mjrl.sim import TERRAIN_TYPES
 from mjrl.tools.commands import newest_run, train_command
@@ -47,20 +45,22 @@ def iteration_seconds(task: str, flags: list[str], log_root: Path) -> dict:
 def check_runs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, tuple[str, Path]]:
     """The policies `--students` compares, by name: (task, run). Each run is checked to hold a
     readable checkpoint of its task before anything plays (a bad one is `parser.error`'s line)."""
-    if args.episodes < 1:
-        parser.error(f"--episodes must be at least 1 (got {args.episodes})")
+    from mjrl.checkpoint import check_task, load_newest_checkpoint
+    from mjrl.errors import UsageError
+
     policies = {"teacher": ("Mjrl-Velocity-Rough-Quadruped", args.teacher)}
     policies |= {run.name: ("Mjrl-Velocity-Rough-Quadruped-Blind-Student", run) for run in args.students}
     if len(policies) != len(args.students) + 1:
         parser.error(f"--students {' '.join(map(str, args.students))}: name runs whose folders differ, none 'teacher'")
-    for task, run in policies.values():
+    for name, (task, run) in policies.items():
+        flag = "--teacher" if name == "teacher" else "--students"
         if not run.is_dir():
-            parser.error(f"{run}: no such run directory (give a {task} run)")
+            parser.error(f"{flag} {run}: no such run directory (give a {task} run)")
         try:
             checkpoint, state = load_newest_checkpoint(run)
             check_task(state, task, checkpoint)
         except UsageError as exc:
-            parser.error(str(exc))
+            parser.error(f"{flag} {run}: {exc}")
     return policies
 
 
@@ -93,6 +93,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=32, help="per terrain type and policy")
     parser.add_argument("--terrain-seed", type=int, default=1)
     args, passthrough = parse_with_passthrough(parser)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be at least 1 (got {args.episodes})")
     if args.students:
         return students_on_terrain(check_runs(parser, args), args.episodes, args.terrain_seed)
     common = ["--preset", args.preset, "--device", args.device, "--logger", "none", "--runner.eval-interval", "0",

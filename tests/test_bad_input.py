@@ -48,7 +48,7 @@ CASES = {
     # play: checkpoints, runs and counts
     "play-garbage-checkpoint": (["play", BALANCE, "--checkpoint", "{root}/garbage.pt"], "is unreadable"),
     "play-empty-checkpoint": (["play", BALANCE, "--checkpoint", "{root}/empty.pt"],
-                              "is unreadable (EOFError): damaged, or not a checkpoint; give an intact model_*.pt"),
+                              "is unreadable (EOFError): damaged, or not a checkpoint; give another model_*.pt"),
     "play-directory-as-checkpoint": (["play", BALANCE, "--checkpoint", "{balance}"], "is a directory"),
     "play-run-without-checkpoints": (["play", BALANCE, "--run-dir", "{root}/no_checkpoints"], "has no checkpoints"),
     "play-file-as-run": (["play", BALANCE, "--run-dir", "{root}/garbage.pt"], "no such run directory"),

@@ -232,3 +232,37 @@ def test_every_numeric_field_is_checked(task_name):
                     check(_replace_at(cfg, path, bad))
                 checked += 1
     assert checked > 40
+
+
+def test_tyros_refusal_is_one_plain_sentence_at_any_terminal_width(monkeypatch):
+    """tyro wraps its box at the terminal's width, cutting a long path mid-token, and colours it
+    on a terminal: the line is read from a parse as wide as the message, without colour codes."""
+    import sys
+
+    from mjrl.cli.common import _error_box, _one_line, parse_flags
+
+    @dataclasses.dataclass
+    class Flags:
+        resume: bool = False
+        """Resume."""
+        history: int = 1
+        """Steps of history."""
+
+    path = "logs/Mjrl-Cartpole-Balance/2026-11-29_05-12-44_seed1/checkpoints/model_000150.pt"
+    monkeypatch.setenv("COLUMNS", "40")
+    with pytest.raises(UsageError) as refused:
+        parse_flags(Flags, Flags(), ["--resume", path], "prog", "")
+    assert str(refused.value) == (
+        f"invalid choice '{path}' for argument '--resume'. Expected one of ('True', 'False'). (see `prog --help`)"
+    )
+    with pytest.raises(UsageError) as refused:
+        parse_flags(Flags, Flags(), ["--history", "2.5"], "prog", "")
+    assert str(refused.value).endswith("'2.5'; expected --history INT (see `prog --help`)")
+
+    def coloured() -> None:  # tyro's box as a terminal gets it
+        red, end = "\x1b[1;31m", "\x1b[0m"
+        print(f"{red}╭─ Value error ─╮{end}\n{red}│{end} Error parsing --history: no {red}│{end}\n{red}╰───╯{end}",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+
+    assert _one_line(_error_box(coloured), "prog") == "Value error; Error parsing --history: no (see `prog --help`)"

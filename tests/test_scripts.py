@@ -108,13 +108,14 @@ def test_bench_recurrent_refuses_student_runs_it_cannot_play_in_one_line_before_
     monkeypatch.chdir(SCRIPTS.parent)  # the default teacher, runs/rough-e
     import bench_recurrent
 
+    monkeypatch.setattr(bench_recurrent, "on_hardest_row", lambda *args: pytest.fail(f"played {args}"))
     flat = SCRIPTS.parent / "runs" / "flat-2ranks"  # a kept run of another task
     cases = {
         ("--students", str(tmp_path / "a"), "--episodes", "0"): "--episodes must be at least 1 (got 0)",
         ("--students", str(tmp_path / "a"), str(tmp_path / "a")): "name runs whose folders differ",
-        ("--students", str(tmp_path / "none")): "none: no such run directory",
+        ("--students", str(tmp_path / "none")): f"--students {tmp_path / 'none'}: no such run directory",
         ("--students", str(flat)): "belongs to task 'Mjrl-Velocity-Flat-Quadruped', not",
-        ("--students", str(flat), "--teacher", str(tmp_path)): "has no checkpoints",
+        ("--students", str(flat), "--teacher", str(tmp_path)): f"--teacher {tmp_path}: run directory",
     }
     for argv, needle in cases.items():
         monkeypatch.setattr(sys, "argv", ["bench_recurrent.py", *argv])

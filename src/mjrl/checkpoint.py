@@ -111,7 +111,7 @@ def load_bulk_state(checkpoint: Path, map_location: str | torch.device = "cpu") 
     return state
 
 
-OTHER_CHECKPOINT = "give an intact model_*.pt, or its run directory instead"
+OTHER_CHECKPOINT = "give another model_*.pt"  # what a user who named this file can do about it
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -153,7 +153,7 @@ def load_newest_checkpoint(run_dir: Path, map_location: str | torch.device = "cp
         try:
             return path, load_checkpoint(path, map_location)
         except UsageError as exc:
-            print(f"warning: skipping {exc}", file=sys.stderr)
+            print(f"warning: skipping {str(exc).removesuffix(f'; {OTHER_CHECKPOINT}')}", file=sys.stderr)
     raise UsageError(f"no readable checkpoint in {run_dir / 'checkpoints'}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -38,36 +39,58 @@ def parse_flags(cls: Any, default: T, args: list[str], prog: str, description: s
     condensed to one line, an unknown flag named with the closest real ones, and raised as a
     UsageError; --help prints as usual."""
     args = rename_known_flags(args, default)
-    captured = io.StringIO()
+
+    def parse() -> T:
+        return tyro.cli(cls, default=default, args=args, prog=prog, description=description,
+                        config=(tyro.conf.FlagConversionOff,))  # fmt: skip
+
     try:
-        with contextlib.redirect_stderr(captured):
-            return tyro.cli(
-                cls,
-                default=default,
-                args=args,
-                prog=prog,
-                description=description,
-                config=(tyro.conf.FlagConversionOff,),
-            )
+        with contextlib.redirect_stderr(io.StringIO()):
+            return parse()
     except SystemExit as exc:
         if exc.code in (0, None):
             raise
-        text = captured.getvalue()
-        unknown = unknown_flags_message(text, args, default)
-        raise UsageError(f"{unknown} (see `{prog} --help`)" if unknown else _one_line(text, prog)) from None
+    text = _error_box(parse)
+    unknown = unknown_flags_message(text, args, default)
+    raise UsageError(f"{unknown} (see `{prog} --help`)" if unknown else _one_line(text, prog))
+
+
+def _error_box(parse: Callable[[], Any]) -> str:
+    """tyro's error box for arguments it refused, parsed again for the message alone: as wide as
+    its lines (at the terminal's width it cuts a long path mid-token) and without the colour
+    codes a terminal gets."""
+    captured, columns = io.StringIO(), os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100000"
+    try:
+        with contextlib.redirect_stderr(captured), contextlib.suppress(SystemExit):
+            parse()
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+    return re.sub(r"\x1b\[[0-9;]*m", "", captured.getvalue())
 
 
 def _one_line(text: str, prog: str) -> str:
-    """tyro's boxed message as "title; text": the title in the box's top border, the text its
-    first section (wrapped at the terminal's width: rejoined with spaces), up to the first rule."""
-    rows = [re.sub(r"^[│╭╰─\s]+|[│╮╯─\s]+$", "", row) for row in text.splitlines()]
-    title, body = (rows[0], rows[1:]) if rows else ("", [])
-    section = []
-    for row in body:
-        if not row or set(row) == {"─"} or row.startswith("For full helptext"):
-            break
-        section.append(row)
-    message = "; ".join(part for part in (title, " ".join(section)) if part) or "invalid arguments"
+    """tyro's (unwrapped) box as one line: its title (the top border's) unless the text repeats
+    it, the text of its first section, and the form a refused value must take where the box
+    gives one (the row after "Argument helptext:")."""
+    rows = text.splitlines()
+    sections: list[list[str]] = [[]]
+    for row in rows[1:]:
+        inner = row.strip().strip("│╰╯").strip()
+        if inner and set(inner) == {"─"}:  # a rule between sections, or the bottom border
+            sections.append([])
+        elif inner and not inner.startswith("For full helptext"):
+            sections[-1].append(inner)
+    title = re.sub(r"^[╭─\s]+|[─╮\s]+$", "", rows[0]) if rows else ""
+    body = "; ".join(sections[0])
+    parts = [body] if body.lower().startswith(title.lower()) else [title, body]
+    helptext = next((rows for rows in sections[1:] if rows[:1] == ["Argument helptext:"]), [])
+    if len(helptext) > 1:
+        parts.append(f"expected {helptext[1]}")
+    message = "; ".join(part for part in parts if part) or "invalid arguments"
     return f"{message} (see `{prog} --help`)"
 
 
