@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TINY_RUN, last_json, run_main
 
 BALANCE, SWINGUP, GO1 = "Mjrl-Cartpole-Balance", "Mjrl-Cartpole-Swingup", "Mjrl-Velocity-Flat-Quadruped"
@@ -38,6 +39,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (root / "binary.yaml").write_bytes(bytes(range(128, 256)))
     (root / "not_mjcf.xml").write_text("<html><body>no robot here</body></html>\n")
     # Runs whose saved config a resume starts from, damaged and from a version with other keys.
+    # A run kept to play: its checkpoint without the optimizer's state (runs/blind-*, a GPU window's).
+    shutil.copytree(runs[BALANCE], root / "thinned_run")
+    (checkpoint,) = (root / "thinned_run" / "checkpoints").glob("model_*.pt")
+    torch.save({k: v for k, v in torch.load(checkpoint, weights_only=True).items() if k != "optimizer"}, checkpoint)
     for name, text in (("broken_config_run", "env: [1, 2\n"), ("stale_config_run", "env:\n  gravity: 3\n")):
         shutil.copytree(runs[BALANCE], root / name)
         (root / name / "config.yaml").write_text(text)
@@ -57,6 +62,8 @@ CASES = {
                           "exactly one of"),
     "play-no-episodes": (["play", BALANCE, "--run-dir", "{balance}", "--episodes", "0"], "--episodes"),
     "play-no-envs": (["play", BALANCE, "--run-dir", "{balance}", "--env.num-envs", "0"], "--env.num-envs"),
+    "resume-a-thinned-checkpoint": (["train", BALANCE, "--resume-dir", "{root}/thinned_run"],
+                                    "holds no optimizer state (kept to play or thinned)"),
     "resume-without-value": (["train", BALANCE, "--runner.max-iterations", "1", "--resume"], "--resume"),
     # play --video: paths, formats and lengths
     "video-format": (["play", BALANCE, "--run-dir", "{balance}", "--video", "{out}/clip.avi"], "must end in .mp4"),

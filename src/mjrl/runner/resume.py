@@ -145,6 +145,11 @@ def resume(
     error = ""
     if checkpoint is not None:
         try:
+            if "optimizer" not in checkpoint:  # a kept finished run, or a GPU window's thinned checkpoint
+                raise UsageError(
+                    f"checkpoint {source} holds no optimizer state (kept to play or thinned): it plays, exports "
+                    "and teaches a student, it does not resume; start a new run"
+                )
             load_weights(lambda: algorithm.load_state_dict(checkpoint), source)
             restore_bulk_state(algorithm, source)
         except UsageError as exc:
