@@ -45,8 +45,9 @@ def iteration_seconds(task: str, flags: list[str], log_root: Path) -> dict:
 def check_runs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, tuple[str, Path]]:
     """The policies `--students` compares, by name: (task, run). Each run is checked to hold a
     readable checkpoint of its task before anything plays (a bad one is `parser.error`'s line)."""
-    from mjrl.checkpoint import check_task, load_newest_checkpoint
     from mjrl.errors import UsageError
+    from mjrl.tasks import load_task
+    from mjrl.tools.trained import load_checkpoint_of
 
     policies = {"teacher": ("Mjrl-Velocity-Rough-Quadruped", args.teacher)}
     policies |= {run.name: ("Mjrl-Velocity-Rough-Quadruped-Blind-Student", run) for run in args.students}
@@ -57,8 +58,7 @@ def check_runs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dic
         if not run.is_dir():
             parser.error(f"{flag} {run}: no such run directory (give a {task} run)")
         try:
-            checkpoint, state = load_newest_checkpoint(run)
-            check_task(state, task, checkpoint)
+            load_checkpoint_of(load_task(task), None, str(run))
         except UsageError as exc:
             parser.error(f"{flag} {run}: {exc}")
     return policies

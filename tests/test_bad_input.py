@@ -38,11 +38,11 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (root / "broken.yaml").write_text("env: [1, 2\n")
     (root / "binary.yaml").write_bytes(bytes(range(128, 256)))
     (root / "not_mjcf.xml").write_text("<html><body>no robot here</body></html>\n")
-    # Runs whose saved config a resume starts from, damaged and from a version with other keys.
     # A run kept to play: its checkpoint without the optimizer's state (runs/blind-*, a GPU window's).
     shutil.copytree(runs[BALANCE], root / "thinned_run")
     (checkpoint,) = (root / "thinned_run" / "checkpoints").glob("model_*.pt")
     torch.save({k: v for k, v in torch.load(checkpoint, weights_only=True).items() if k != "optimizer"}, checkpoint)
+    # Runs whose saved config a resume starts from, damaged and from a version with other keys.
     for name, text in (("broken_config_run", "env: [1, 2\n"), ("stale_config_run", "env:\n  gravity: 3\n")):
         shutil.copytree(runs[BALANCE], root / name)
         (root / name / "config.yaml").write_text(text)

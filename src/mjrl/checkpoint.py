@@ -114,8 +114,11 @@ def load_bulk_state(checkpoint: Path, map_location: str | torch.device = "cpu") 
 OTHER_CHECKPOINT = "give another model_*.pt"  # what a user who named this file can do about it
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint; a missing or unreadable file is a UsageError naming it."""
+def load_checkpoint(
+    path: Path, map_location: str | torch.device = "cpu", fix: str = OTHER_CHECKPOINT
+) -> dict[str, Any]:
+    """Load a checkpoint; a missing or unreadable file is a UsageError naming it (and `fix`, what
+    to do instead, where the file is unusable)."""
     if path.is_dir():
         raise UsageError(f"checkpoint {path} is a directory: give a model_*.pt file, or the run with --run-dir")
     if not path.is_file():
@@ -124,10 +127,10 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged file
         raise UsageError(
-            f"checkpoint {path} is unreadable ({type(exc).__name__}): damaged, or not a checkpoint; {OTHER_CHECKPOINT}"
+            f"checkpoint {path} is unreadable ({type(exc).__name__}): damaged, or not a checkpoint{fix and '; '}{fix}"
         ) from exc
     if not isinstance(state, dict) or "policy" not in state or "iteration" not in state:
-        raise UsageError(f"{path} is not an mjrl checkpoint; {OTHER_CHECKPOINT}")
+        raise UsageError(f"{path} is not an mjrl checkpoint{fix and '; '}{fix}")
     if state.get("format", 1) > FORMAT:
         raise UsageError(
             f"{path} has checkpoint format {state['format']}, newer than this mjrl reads ({FORMAT}): upgrade mjrl"
@@ -151,9 +154,9 @@ def load_newest_checkpoint(run_dir: Path, map_location: str | torch.device = "cp
         raise UsageError(f"run directory {run_dir} has no checkpoints to resume from")
     for path in reversed(candidates):
         try:
-            return path, load_checkpoint(path, map_location)
+            return path, load_checkpoint(path, map_location, fix="")  # an older one is taken instead
         except UsageError as exc:
-            print(f"warning: skipping {str(exc).removesuffix(f'; {OTHER_CHECKPOINT}')}", file=sys.stderr)
+            print(f"warning: skipping {exc}", file=sys.stderr)
     raise UsageError(f"no readable checkpoint in {run_dir / 'checkpoints'}")
 
 

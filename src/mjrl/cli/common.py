@@ -11,6 +11,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
+from unittest import mock
 
 import tyro
 import yaml
@@ -59,16 +60,10 @@ def _error_box(parse: Callable[[], Any]) -> str:
     """tyro's error box for arguments it refused, parsed again for the message alone: as wide as
     its lines (at the terminal's width it cuts a long path mid-token) and without the colour
     codes a terminal gets."""
-    captured, columns = io.StringIO(), os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100000"
-    try:
-        with contextlib.redirect_stderr(captured), contextlib.suppress(SystemExit):
-            parse()
-    finally:
-        if columns is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = columns
+    captured = io.StringIO()
+    wide = mock.patch.dict(os.environ, COLUMNS="100000")
+    with wide, contextlib.redirect_stderr(captured), contextlib.suppress(SystemExit):
+        parse()
     return re.sub(r"\x1b\[[0-9;]*m", "", captured.getvalue())
 
 
@@ -87,7 +82,7 @@ def _one_line(text: str, prog: str) -> str:
     title = re.sub(r"^[╭─\s]+|[─╮\s]+$", "", rows[0]) if rows else ""
     body = "; ".join(sections[0])
     parts = [body] if body.lower().startswith(title.lower()) else [title, body]
-    helptext = next((rows for rows in sections[1:] if rows[:1] == ["Argument helptext:"]), [])
+    helptext = next((section for section in sections[1:] if section[:1] == ["Argument helptext:"]), [])
     if len(helptext) > 1:
         parts.append(f"expected {helptext[1]}")
     message = "; ".join(part for part in parts if part) or "invalid arguments"

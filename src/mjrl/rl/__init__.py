@@ -136,8 +136,9 @@ def _check_windows(cfg: AgentSections) -> None:
     steps, minibatches = runner.num_steps_per_env, getattr(cfg.algorithm, "num_mini_batches", 1)
     length, burn_in = cfg.policy.rnn_sequence_length, cfg.policy.rnn_burn_in
     if burn_in and length >= steps:  # one window per rollout, at its start: nothing before it to warm up on
-        lengths = f"a sequence length from {burn_in if burn_in < steps else 'it'} to {steps - 1}"
-        fix = lengths if burn_in < steps else f"a burn-in under {steps} and {lengths}"
+        fix = f"a sequence length from {burn_in} to {steps - 1}"
+        if burn_in >= steps:
+            fix = f"a burn-in under {steps} and a sequence length from it to {steps - 1}"
         raise UsageError(
             f"--policy.rnn-burn-in {burn_in} is never run: --policy.rnn-sequence-length {length} spans the whole "
             f"rollout of {steps} steps (--runner.num-steps-per-env), so each window starts at its first step; "
